@@ -1,0 +1,22 @@
+#pragma once
+/// @file
+/// Macros shared by every layer. `TANDEM_HD` marks functions that one
+/// implementation serves on the CPU and, compiled by nvcc, on the GPU.
+
+#if defined(__CUDACC__)
+#define TANDEM_HD __host__ __device__
+#define TANDEM_DEVICE __device__
+#else
+#define TANDEM_HD
+#define TANDEM_DEVICE
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TANDEM_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TANDEM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TANDEM_PREFETCH(addr) __builtin_prefetch(addr)
+#else
+#define TANDEM_LIKELY(x) (x)
+#define TANDEM_UNLIKELY(x) (x)
+#define TANDEM_PREFETCH(addr) ((void)(addr))
+#endif

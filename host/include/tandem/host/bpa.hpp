@@ -1,0 +1,680 @@
+#pragma once
+/// @file
+/// `bpa`: the buffered partitioned array, tandem's leaf storage (BP-tree).
+///
+/// A BPA holds up to `capacity` key/value pairs of one leaf in three parts:
+/// a small unsorted *log* that takes new keys in O(1), a sorted *header* of
+/// block lower bounds, and *blocks* that are unsorted inside. Lookups scan the
+/// log, pick the block through the header, and scan that block. When the log
+/// fills it is *flushed*: its keys are appended to their blocks, or, if some
+/// block would overflow, log and blocks are merged and redistributed evenly.
+///
+/// How it differs from the BP-tree of the thesis:
+/// - Every key lives in exactly one place, the log or its block: the log holds
+///   no delete markers. Every operation looks its key up anyway (an erase
+///   reports whether it erased, an insert whether it inserted), so an erase
+///   removes the key where it found it and a write to a key already in a block
+///   overwrites it there. This removes the delete/insert/delete flaw of
+///   buffered delete markers: there is nothing to cancel.
+/// - The element count is exact at all times, so the split trigger is exact:
+///   an insert of a new key into a BPA holding `capacity` keys is refused
+///   (`full`), and a flush never fails because everything that is held fits
+///   into the blocks. The owner (the leaf store) splits and retries.
+/// - A header entry is a lower bound of its block, not a copy of an element:
+///   erasing a block's minimum needs no redistribution.
+/// - Keys 0 and UINT64_MAX are ordinary keys; occupancy is kept by counts.
+///
+/// Threads: a BPA is not synchronised. One task owns a leaf at a time
+/// (DESIGN: leaf phase). `iterate` sorts blocks lazily in place and is
+/// therefore not const; `get`, `lower_bound`, `map`, `count` are const.
+///
+/// Storage, as a pseudo-struct (L = LogSize, B = NumBlocks, S = BlockSize):
+///
+///     struct bpa {
+///       key_type   log_keys[L];        // [0, log_size): unsorted unless log_sorted
+///       value_type log_values[L];
+///       key_type   header[B];          // [0, block_count): lower bounds, strictly
+///                                      // increasing; [block_count, B): max_key
+///       key_type   block_keys[B][S];   // block b: [0, block_size[b]) used
+///       value_type block_values[B][S];
+///       uint16_t   block_size[B];
+///       uint64_t   sorted_mask;        // bit b: block b is sorted by key
+///       uint16_t   log_size, block_count;  uint32_t size;
+///     };
+///
+/// Invariants (checked by `verify()`):
+/// 1. `size == log_size + sum(block_size)`, `size <= capacity`,
+///    `1 <= block_count <= B`, `block_size[b] == 0` for `b >= block_count`.
+/// 2. For b < block_count: every key k of block b has
+///    `header[b] <= k < header[b+1]` (no upper bound for the last block);
+///    header is strictly increasing over [0, block_count).
+/// 3. Keys are unique across log and blocks together.
+/// 4. A block whose sorted bit is set is sorted; the log is sorted when
+///    `log_sorted` is set.
+
+#include <tandem/core/types.hpp>
+#include <tandem/error.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace tandem::host {
+
+/// A key and its value.
+struct entry {
+  key_type key;
+  value_type value;
+  friend bool operator==(const entry& a, const entry& b) { return a.key == b.key && a.value == b.value; }
+};
+
+/// The point operations a leaf applies in a run.
+enum class op_kind : std::uint8_t { get, put, insert, erase };
+
+/// One point operation of a key-sorted run.
+struct point_op {
+  key_type key;
+  value_type value;  ///< for put and insert; ignored otherwise
+  op_kind kind;
+};
+
+/// Result of one point operation: whether the key was present just before
+/// the operation, and its value then (0 when absent). So a get reports the
+/// value, a put the value it replaced, an insert that found the key the value
+/// it kept (`found == false` means it inserted), an erase the value it erased.
+struct point_result {
+  bool found;
+  value_type value;
+};
+
+enum class upsert_status : std::uint8_t { inserted, replaced, full };
+enum class insert_status : std::uint8_t { inserted, present, full };
+
+/// How `apply` runs a key-sorted run of ops.
+enum class apply_path : std::uint8_t {
+  automatic,  ///< merge when the run is large relative to the leaf
+  per_op,     ///< one lookup and log insert per op
+  merge,      ///< one merge of the sorted leaf with the run, then a rebuild
+};
+
+template <int LogSize = 32, int NumBlocks = 32, int BlockSize = 32>
+class basic_bpa {
+  static_assert(LogSize >= 1 && LogSize <= 65535, "log size out of range");
+  static_assert(NumBlocks >= 1 && NumBlocks <= 64, "the sorted mask holds at most 64 blocks");
+  static_assert(BlockSize >= 1 && BlockSize <= 65535, "block size out of range");
+
+ public:
+  static constexpr std::size_t log_capacity = LogSize;
+  static constexpr std::size_t num_blocks = NumBlocks;
+  static constexpr std::size_t block_capacity = BlockSize;
+  /// Most keys one BPA holds; an insert of a new key beyond it is refused.
+  static constexpr std::size_t capacity = std::size_t{NumBlocks} * BlockSize;
+  /// `apply` merges when `run_length * merge_crossover >= size()` (see
+  /// bench/host/leaf_bench.cpp, BM_ApplyRun, for the measurement).
+  static constexpr std::size_t merge_crossover = 16;
+
+  basic_bpa() noexcept { clear(); }
+
+  /// Removes every key.
+  void clear() noexcept {
+    log_size_ = 0;
+    log_sorted_ = true;
+    block_count_ = 1;
+    size_ = 0;
+    sorted_mask_ = ~std::uint64_t{0};
+    for (std::size_t b = 0; b < num_blocks; ++b) {
+      header_[b] = max_key;
+      block_size_[b] = 0;
+    }
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  [[nodiscard]] bool full() const noexcept { return size_ == capacity; }
+
+  // ---- point operations ---------------------------------------------------
+
+  /// @return the value of `key`, or nothing when absent.
+  [[nodiscard]] std::optional<value_type> get(key_type key) const noexcept {
+    const slot s = find(key);
+    if (!s.found()) return std::nullopt;
+    return *value_at(s);
+  }
+
+  /// @brief Inserts `key` or replaces its value.
+  /// @param previous when not null and the key was present, gets the old value
+  /// @return `full` (nothing changed) when the key is new and size() == capacity.
+  upsert_status upsert(key_type key, value_type value, value_type* previous = nullptr) noexcept {
+    const slot s = find(key);
+    if (s.found()) {
+      value_type* v = value_at(s);
+      if (previous) *previous = *v;
+      *v = value;
+      return upsert_status::replaced;
+    }
+    if (size_ == capacity) return upsert_status::full;
+    append_to_log(key, value);
+    return upsert_status::inserted;
+  }
+
+  /// @brief Inserts `key` only if it is absent.
+  /// @param present when not null and the key was present, gets its value
+  /// @return `present` (nothing changed), `inserted`, or `full` when the key
+  ///         is new and size() == capacity.
+  insert_status insert(key_type key, value_type value, value_type* present = nullptr) noexcept {
+    const slot s = find(key);
+    if (s.found()) {
+      if (present) *present = *value_at(s);
+      return insert_status::present;
+    }
+    if (size_ == capacity) return insert_status::full;
+    append_to_log(key, value);
+    return insert_status::inserted;
+  }
+
+  /// @brief Removes `key`.
+  /// @param erased when not null and the key was present, gets its value
+  /// @return whether the key was present.
+  bool erase(key_type key, value_type* erased = nullptr) noexcept {
+    const slot s = find(key);
+    if (!s.found()) return false;
+    if (erased) *erased = *value_at(s);
+    if (s.block < 0) {
+      const std::size_t last = --log_size_;
+      log_keys_[s.index] = log_keys_[last];
+      log_values_[s.index] = log_values_[last];
+      if (static_cast<std::size_t>(s.index) != last) log_sorted_ = false;
+    } else {
+      remove_from_block(static_cast<std::size_t>(s.block), static_cast<std::size_t>(s.index));
+    }
+    --size_;
+    return true;
+  }
+
+  /// @return the smallest entry with key >= `key` in this BPA, or nothing.
+  [[nodiscard]] std::optional<entry> lower_bound(key_type key) const noexcept {
+    std::optional<entry> best;
+    for (std::size_t i = 0; i < log_size_; ++i) {
+      if (log_keys_[i] >= key && (!best || log_keys_[i] < best->key)) best = entry{log_keys_[i], log_values_[i]};
+    }
+    for (std::size_t b = route(key); b < block_count_; ++b) {
+      const key_type* keys = block_keys_[b];
+      bool hit = false;
+      std::size_t at = 0;
+      for (std::size_t i = 0; i < block_size_[b]; ++i) {
+        if (keys[i] >= key && (!hit || keys[i] < keys[at])) {
+          hit = true;
+          at = i;
+        }
+      }
+      if (hit) {
+        if (!best || keys[at] < best->key) best = entry{keys[at], block_values_[b][at]};
+        break;  // later blocks hold only larger keys
+      }
+    }
+    return best;
+  }
+
+  // ---- ranges ---------------------------------------------------------------
+
+  /// @brief Visits entries with key >= `from` in ascending key order, at most
+  ///        `limit` of them. `f(key, value)` may return bool: false stops.
+  /// @return the number of entries visited.
+  /// @note Sorts the log and the visited blocks in place (contents unchanged).
+  template <class F>
+  std::size_t iterate(key_type from, std::size_t limit, F&& f) {
+    if (limit == 0 || size_ == 0) return 0;
+    sort_log();
+    std::size_t emitted = 0;
+    std::size_t li = static_cast<std::size_t>(std::lower_bound(log_keys_, log_keys_ + log_size_, from) - log_keys_);
+    auto visit = [&](key_type k, value_type v) -> bool {
+      ++emitted;
+      if constexpr (std::is_same_v<std::invoke_result_t<F&, key_type, value_type>, void>) {
+        f(k, v);
+        return emitted < limit;
+      } else {
+        return static_cast<bool>(f(k, v)) && emitted < limit;
+      }
+    };
+    for (std::size_t b = route(from); b < block_count_; ++b) {
+      sort_block(b);
+      const key_type* keys = block_keys_[b];
+      const std::size_t n = block_size_[b];
+      std::size_t i = static_cast<std::size_t>(std::lower_bound(keys, keys + n, from) - keys);
+      for (; i < n; ++i) {
+        while (li < log_size_ && log_keys_[li] < keys[i]) {
+          if (!visit(log_keys_[li], log_values_[li])) return emitted;
+          ++li;
+        }
+        if (!visit(keys[i], block_values_[b][i])) return emitted;
+      }
+    }
+    for (; li < log_size_; ++li) {
+      if (!visit(log_keys_[li], log_values_[li])) return emitted;
+    }
+    return emitted;
+  }
+
+  /// @brief Calls `f(key, value)` for every entry with lo <= key <= hi, in no
+  ///        particular order. No sorting. Requires lo <= hi.
+  template <class F>
+  void map(key_type lo, key_type hi, F&& f) const {
+    for (std::size_t i = 0; i < log_size_; ++i) {
+      if (log_keys_[i] >= lo && log_keys_[i] <= hi) f(log_keys_[i], log_values_[i]);
+    }
+    const std::size_t first = route(lo);
+    const std::size_t last = route(hi);
+    for (std::size_t b = first; b <= last; ++b) {
+      const key_type* keys = block_keys_[b];
+      const value_type* values = block_values_[b];
+      const std::size_t n = block_size_[b];
+      if (b != first && b != last) {  // inside [lo, hi] by the header bounds
+        for (std::size_t i = 0; i < n; ++i) f(keys[i], values[i]);
+      } else {
+        for (std::size_t i = 0; i < n; ++i) {
+          if (keys[i] >= lo && keys[i] <= hi) f(keys[i], values[i]);
+        }
+      }
+    }
+  }
+
+  /// @return the number of keys with lo <= key <= hi. Requires lo <= hi.
+  [[nodiscard]] std::size_t count(key_type lo, key_type hi) const noexcept {
+    std::size_t c = 0;
+    for (std::size_t i = 0; i < log_size_; ++i) c += (log_keys_[i] >= lo) & (log_keys_[i] <= hi);
+    const std::size_t first = route(lo);
+    const std::size_t last = route(hi);
+    for (std::size_t b = first; b <= last; ++b) {
+      const std::size_t n = block_size_[b];
+      if (b != first && b != last) {
+        c += n;
+      } else {
+        const key_type* keys = block_keys_[b];
+        for (std::size_t i = 0; i < n; ++i) c += (keys[i] >= lo) & (keys[i] <= hi);
+      }
+    }
+    return c;
+  }
+
+  // ---- runs ---------------------------------------------------------------
+
+  /// @brief Applies a run of point ops sorted by key (ops on one key in their
+  ///        intended order), writing one result per op.
+  /// @return the number of ops applied, a prefix of the run: fewer than `n`
+  ///         only when op `[return]` would add a key to a full BPA. The caller
+  ///         splits and continues with the rest.
+  std::size_t apply(const point_op* ops, std::size_t n, point_result* results,
+                    apply_path path = apply_path::automatic) {
+    if (path == apply_path::automatic) {
+      path = n * merge_crossover >= size_ ? apply_path::merge : apply_path::per_op;
+    }
+    return path == apply_path::merge ? apply_merge(ops, n, results) : apply_per_op(ops, n, results);
+  }
+
+  // ---- whole-leaf operations ----------------------------------------------
+
+  /// @brief Replaces the contents with `n` entries sorted by strictly
+  ///        increasing key, spread evenly over the blocks. Requires n <= capacity.
+  void assign_sorted(const key_type* keys, const value_type* values, std::size_t n) noexcept {
+    const std::size_t blocks = std::clamp<std::size_t>(n, 1, num_blocks);
+    const std::size_t per = n / blocks;
+    const std::size_t extra = n % blocks;
+    std::size_t at = 0;
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t m = per + (b < extra ? 1 : 0);
+      std::copy(keys + at, keys + at + m, block_keys_[b]);
+      std::copy(values + at, values + at + m, block_values_[b]);
+      block_size_[b] = static_cast<std::uint16_t>(m);
+      header_[b] = m ? keys[at] : max_key;
+      at += m;
+    }
+    for (std::size_t b = blocks; b < num_blocks; ++b) {
+      header_[b] = max_key;
+      block_size_[b] = 0;
+    }
+    block_count_ = static_cast<std::uint16_t>(blocks);
+    sorted_mask_ = ~std::uint64_t{0};
+    log_size_ = 0;
+    log_sorted_ = true;
+    size_ = static_cast<std::uint32_t>(n);
+    verify_if_enabled();
+  }
+
+  /// @brief Writes every entry in ascending key order to `keys`/`values`
+  ///        (each with room for size() entries).
+  /// @note Sorts the log and the blocks in place.
+  void extract_sorted(key_type* keys, value_type* values) {
+    sort_log();
+    std::size_t out = 0;
+    std::size_t li = 0;
+    for (std::size_t b = 0; b < block_count_; ++b) {
+      sort_block(b);
+      for (std::size_t i = 0; i < block_size_[b]; ++i) {
+        while (li < log_size_ && log_keys_[li] < block_keys_[b][i]) {
+          keys[out] = log_keys_[li];
+          values[out++] = log_values_[li++];
+        }
+        keys[out] = block_keys_[b][i];
+        values[out++] = block_values_[b][i];
+      }
+    }
+    for (; li < log_size_; ++li) {
+      keys[out] = log_keys_[li];
+      values[out++] = log_values_[li];
+    }
+  }
+
+  /// @brief Moves the upper half of the entries (by key) into `right`, which
+  ///        is overwritten, and rebuilds this BPA from the lower half.
+  /// @return the separator: the smallest key now in `right`.
+  /// @note Requires size() >= 2.
+  key_type split_into(basic_bpa& right) {
+    key_type keys[capacity];
+    value_type values[capacity];
+    const std::size_t n = size_;
+    extract_sorted(keys, values);
+    const std::size_t lower = n / 2;
+    right.assign_sorted(keys + lower, values + lower, n - lower);
+    assign_sorted(keys, values, lower);
+    return keys[lower];
+  }
+
+  /// @brief Moves the log into the blocks: appends in place when every block
+  ///        has room, else merges log and blocks and redistributes evenly.
+  void flush() {
+    if (log_size_ == 0) return;
+    sort_log();  // appends in key order keep sorted blocks sorted more often
+    std::uint16_t add[num_blocks] = {};
+    bool fits = true;
+    for (std::size_t i = 0; i < log_size_; ++i) {
+      const std::size_t b = route(log_keys_[i]);
+      if (block_size_[b] + ++add[b] > block_capacity) fits = false;
+    }
+    if (!fits) {
+      rebuild();
+      return;
+    }
+    for (std::size_t i = 0; i < log_size_; ++i) {
+      const key_type k = log_keys_[i];
+      const std::size_t b = route(k);
+      const std::size_t n = block_size_[b];
+      const std::uint64_t bit = std::uint64_t{1} << b;
+      if ((sorted_mask_ & bit) && n && block_keys_[b][n - 1] > k) sorted_mask_ &= ~bit;
+      block_keys_[b][n] = k;
+      block_values_[b][n] = log_values_[i];
+      block_size_[b] = static_cast<std::uint16_t>(n + 1);
+      if (k < header_[b]) header_[b] = k;  // only block 0 can see a key below its bound
+    }
+    log_size_ = 0;
+    log_sorted_ = true;
+    verify_if_enabled();
+  }
+
+  /// @brief Checks every invariant of the pseudo-struct above.
+  /// @throws tandem::invariant_error naming the first broken invariant.
+  void verify() const {
+    auto fail = [](const std::string& what) { throw invariant_error("bpa: " + what); };
+    if (block_count_ < 1 || block_count_ > num_blocks) fail("block_count out of range");
+    if (log_size_ > log_capacity) fail("log_size over the log capacity");
+    std::size_t total = log_size_;
+    for (std::size_t b = 0; b < num_blocks; ++b) {
+      if (block_size_[b] > block_capacity) fail("block " + std::to_string(b) + " over capacity");
+      if (b >= block_count_ && (block_size_[b] != 0 || header_[b] != max_key)) {
+        fail("unused block " + std::to_string(b) + " not empty or not padded");
+      }
+      total += block_size_[b];
+    }
+    if (total != size_) fail("size " + std::to_string(size_) + " != counted " + std::to_string(total));
+    if (size_ > capacity) fail("size over capacity");
+    for (std::size_t b = 0; b + 1 < block_count_; ++b) {
+      if (!(header_[b] < header_[b + 1])) fail("header not strictly increasing at block " + std::to_string(b));
+    }
+    for (std::size_t b = 0; b < block_count_; ++b) {
+      const std::size_t n = block_size_[b];
+      for (std::size_t i = 0; i < n; ++i) {
+        const key_type k = block_keys_[b][i];
+        if (k < header_[b] || (b + 1 < block_count_ && k >= header_[b + 1])) {
+          fail("key " + std::to_string(k) + " outside the bounds of block " + std::to_string(b));
+        }
+        if (route(k) != b) fail("key " + std::to_string(k) + " does not route to its block");
+        if ((sorted_mask_ >> b & 1) && i > 0 && block_keys_[b][i - 1] >= k) {
+          fail("block " + std::to_string(b) + " marked sorted but is not");
+        }
+        for (std::size_t j = i + 1; j < n; ++j) {
+          if (block_keys_[b][j] == k) fail("duplicate key " + std::to_string(k) + " in block " + std::to_string(b));
+        }
+      }
+    }
+    for (std::size_t i = 0; i < log_size_; ++i) {
+      const key_type k = log_keys_[i];
+      if (log_sorted_ && i > 0 && log_keys_[i - 1] >= k) fail("log marked sorted but is not");
+      for (std::size_t j = i + 1; j < log_size_; ++j) {
+        if (log_keys_[j] == k) fail("duplicate key " + std::to_string(k) + " in the log");
+      }
+      if (find_in_blocks(k).found()) fail("key " + std::to_string(k) + " both in the log and in a block");
+    }
+  }
+
+ private:
+  /// Where a key lives: block -1 is the log.
+  struct slot {
+    int block;
+    int index;
+    [[nodiscard]] bool found() const noexcept { return index >= 0; }
+  };
+
+  /// Block that holds (or would hold) `key`: the number of header bounds
+  /// <= key among blocks 1.., clamped. Branch-free over the padded header.
+  [[nodiscard]] std::size_t route(key_type key) const noexcept {
+    std::size_t c = 0;
+    for (std::size_t b = 1; b < num_blocks; ++b) c += header_[b] <= key;
+    return std::min<std::size_t>(c, block_count_ - 1u);
+  }
+
+  [[nodiscard]] slot find_in_blocks(key_type key) const noexcept {
+    const std::size_t b = route(key);
+    const key_type* keys = block_keys_[b];
+    for (std::size_t i = 0, n = block_size_[b]; i < n; ++i) {
+      if (keys[i] == key) return {static_cast<int>(b), static_cast<int>(i)};
+    }
+    return {static_cast<int>(b), -1};
+  }
+
+  [[nodiscard]] slot find(key_type key) const noexcept {
+    for (std::size_t i = 0; i < log_size_; ++i) {
+      if (log_keys_[i] == key) return {-1, static_cast<int>(i)};
+    }
+    return find_in_blocks(key);
+  }
+
+  [[nodiscard]] value_type* value_at(slot s) noexcept {
+    return s.block < 0 ? &log_values_[s.index] : &block_values_[s.block][s.index];
+  }
+  [[nodiscard]] const value_type* value_at(slot s) const noexcept {
+    return s.block < 0 ? &log_values_[s.index] : &block_values_[s.block][s.index];
+  }
+
+  /// Requires: key absent and size_ < capacity.
+  void append_to_log(key_type key, value_type value) {
+    if (log_size_ == log_capacity) flush();
+    if (log_sorted_ && log_size_ && log_keys_[log_size_ - 1] > key) log_sorted_ = false;
+    log_keys_[log_size_] = key;
+    log_values_[log_size_] = value;
+    ++log_size_;
+    ++size_;
+  }
+
+  void remove_from_block(std::size_t b, std::size_t i) noexcept {
+    const std::size_t n = block_size_[b];
+    if (sorted_mask_ >> b & 1) {  // shift keeps the block sorted
+      std::copy(block_keys_[b] + i + 1, block_keys_[b] + n, block_keys_[b] + i);
+      std::copy(block_values_[b] + i + 1, block_values_[b] + n, block_values_[b] + i);
+    } else {
+      block_keys_[b][i] = block_keys_[b][n - 1];
+      block_values_[b][i] = block_values_[b][n - 1];
+    }
+    block_size_[b] = static_cast<std::uint16_t>(n - 1);
+  }
+
+  /// Insertion sort of parallel key/value arrays: the arrays are short (a
+  /// block or the log) and often nearly sorted.
+  static void sort_pairs(key_type* keys, value_type* values, std::size_t n) noexcept {
+    for (std::size_t i = 1; i < n; ++i) {
+      const key_type k = keys[i];
+      const value_type v = values[i];
+      std::size_t j = i;
+      for (; j > 0 && keys[j - 1] > k; --j) {
+        keys[j] = keys[j - 1];
+        values[j] = values[j - 1];
+      }
+      keys[j] = k;
+      values[j] = v;
+    }
+  }
+
+  void sort_log() noexcept {
+    if (log_sorted_) return;
+    sort_pairs(log_keys_, log_values_, log_size_);
+    log_sorted_ = true;
+  }
+
+  void sort_block(std::size_t b) noexcept {
+    const std::uint64_t bit = std::uint64_t{1} << b;
+    if (sorted_mask_ & bit) return;
+    sort_pairs(block_keys_[b], block_values_[b], block_size_[b]);
+    sorted_mask_ |= bit;
+  }
+
+  /// Merge log and blocks, redistribute evenly.
+  void rebuild() {
+    key_type keys[capacity];
+    value_type values[capacity];
+    const std::size_t n = size_;
+    extract_sorted(keys, values);
+    assign_sorted(keys, values, n);
+  }
+
+  std::size_t apply_per_op(const point_op* ops, std::size_t n, point_result* results) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const point_op& op = ops[i];
+      point_result& r = results[i];
+      r.value = 0;
+      switch (op.kind) {
+        case op_kind::get: {
+          const std::optional<value_type> v = get(op.key);
+          r.found = v.has_value();
+          r.value = v.value_or(0);
+          break;
+        }
+        case op_kind::put: {
+          const upsert_status s = upsert(op.key, op.value, &r.value);
+          if (s == upsert_status::full) return i;
+          r.found = s == upsert_status::replaced;
+          break;
+        }
+        case op_kind::insert: {
+          const insert_status s = insert(op.key, op.value, &r.value);
+          if (s == insert_status::full) return i;
+          r.found = s == insert_status::present;
+          break;
+        }
+        case op_kind::erase:
+          r.found = erase(op.key, &r.value);
+          break;
+      }
+    }
+    return n;
+  }
+
+  /// One pass: merge the sorted contents with the run into a new sorted
+  /// array, then redistribute.
+  std::size_t apply_merge(const point_op* ops, std::size_t n, point_result* results) {
+    key_type in_keys[capacity];
+    value_type in_values[capacity];
+    key_type out_keys[capacity];
+    value_type out_values[capacity];
+    const std::size_t m = size_;
+    extract_sorted(in_keys, in_values);
+    std::size_t in = 0;
+    std::size_t out = 0;
+    std::size_t live = m;  // keys held if the merge stopped here
+    std::size_t i = 0;
+    while (i < n) {
+      const key_type k = ops[i].key;
+      while (in < m && in_keys[in] < k) {
+        out_keys[out] = in_keys[in];
+        out_values[out++] = in_values[in++];
+      }
+      bool present = in < m && in_keys[in] == k;
+      value_type value = present ? in_values[in] : 0;
+      if (present) ++in;
+      bool stopped = false;
+      for (; i < n && ops[i].key == k; ++i) {
+        point_result& r = results[i];
+        r.found = present;
+        r.value = present ? value : 0;
+        switch (ops[i].kind) {
+          case op_kind::get:
+            break;
+          case op_kind::put:
+          case op_kind::insert:
+            if (!present) {
+              if (live == capacity) {
+                stopped = true;
+                break;
+              }
+              ++live;
+              present = true;
+              value = ops[i].value;
+            } else if (ops[i].kind == op_kind::put) {
+              value = ops[i].value;
+            }
+            break;
+          case op_kind::erase:
+            if (present) --live;
+            present = false;
+            break;
+        }
+        if (stopped) break;
+      }
+      if (present) {
+        out_keys[out] = k;
+        out_values[out++] = value;
+      }
+      if (stopped) break;
+    }
+    for (; in < m; ++in) {
+      out_keys[out] = in_keys[in];
+      out_values[out++] = in_values[in];
+    }
+    assign_sorted(out_keys, out_values, out);
+    return i;
+  }
+
+  void verify_if_enabled() const {
+#if defined(TANDEM_VERIFY_FLUSHES)
+    verify();
+#endif
+  }
+
+  key_type log_keys_[LogSize];
+  value_type log_values_[LogSize];
+  key_type header_[NumBlocks];
+  key_type block_keys_[NumBlocks][BlockSize];
+  value_type block_values_[NumBlocks][BlockSize];
+  std::uint16_t block_size_[NumBlocks];
+  std::uint64_t sorted_mask_;
+  std::uint32_t size_;
+  std::uint16_t log_size_;
+  std::uint16_t block_count_;
+  bool log_sorted_;
+};
+
+/// The default leaf geometry: 32-slot log, 32 blocks of 32 slots.
+using bpa = basic_bpa<>;
+
+}  // namespace tandem::host

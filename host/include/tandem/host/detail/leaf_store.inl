@@ -1,0 +1,156 @@
+#pragma once
+// Bodies of basic_leaf_store (included by tandem/host/leaf_store.hpp).
+
+#include <tandem/error.hpp>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace tandem::host {
+
+template <class Bpa>
+basic_leaf_store<Bpa>::basic_leaf_store() {
+  head_ = allocate();
+}
+
+template <class Bpa>
+leaf_id basic_leaf_store<Bpa>::allocate() {
+  const auto it = leaves_.grow_by(1);
+  const std::size_t index = static_cast<std::size_t>(it - leaves_.begin());
+  if (index >= no_leaf) throw error("leaf_store: the 32-bit leaf id space is exhausted");
+  return static_cast<leaf_id>(index);
+}
+
+template <class Bpa>
+basic_leaf_store<Bpa> basic_leaf_store<Bpa>::bulk_load(const key_type* keys, const value_type* values,
+                                                       std::size_t n, double fill) {
+  if (!(fill > 0.0 && fill <= 1.0)) {
+    throw std::invalid_argument("leaf_store::bulk_load: fill must be in (0, 1], got " + std::to_string(fill));
+  }
+  const std::size_t bad = tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(1, std::max<std::size_t>(n, 1)), n,
+      [&](const tbb::blocked_range<std::size_t>& r, std::size_t first_bad) {
+        for (std::size_t i = r.begin(); i < r.end() && i < first_bad; ++i) {
+          if (keys[i - 1] >= keys[i]) return i;
+        }
+        return first_bad;
+      },
+      [](std::size_t a, std::size_t b) { return std::min(a, b); });
+  if (bad < n) {
+    throw std::invalid_argument("leaf_store::bulk_load: keys must be strictly increasing; key[" +
+                                std::to_string(bad) + "] = " + std::to_string(keys[bad]) + " follows " +
+                                std::to_string(keys[bad - 1]));
+  }
+
+  basic_leaf_store store;  // one empty leaf owning everything
+  if (n == 0) return store;
+  const std::size_t per_leaf =
+      std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(fill * static_cast<double>(Bpa::capacity))));
+  const std::size_t count = (n + per_leaf - 1) / per_leaf;
+  if (count >= no_leaf) throw error("leaf_store::bulk_load: too many leaves for 32-bit leaf ids");
+  store.leaves_.grow_by(count - 1);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t i = r.begin(); i < r.end(); ++i) {
+      const std::size_t begin = i * per_leaf;
+      const std::size_t end = std::min(n, begin + per_leaf);
+      leaf_type& l = store.leaves_[i];
+      l.data.assign_sorted(keys + begin, values + begin, end - begin);
+      l.low = i == 0 ? min_key : keys[begin];
+      l.high = i + 1 == count ? max_key : keys[end] - 1;
+      l.right = i + 1 == count ? no_leaf : static_cast<leaf_id>(i + 1);
+    }
+  });
+  return store;
+}
+
+template <class Bpa>
+std::size_t basic_leaf_store<Bpa>::size() const {
+  std::size_t total = 0;
+  for (const leaf_type& l : leaves_) total += l.data.size();
+  return total;
+}
+
+template <class Bpa>
+split_record basic_leaf_store<Bpa>::split(leaf_id id) {
+  const leaf_id right_id = allocate();
+  leaf_type& left = leaves_[id];
+  leaf_type& right = leaves_[right_id];
+  const key_type separator = left.data.split_into(right.data);
+  right.low = separator;
+  right.high = left.high;
+  right.right = left.right;
+  left.high = separator - 1;  // separator > left.low: it is above the lower half's keys
+  left.right = right_id;
+  return {separator, id, right_id};
+}
+
+template <class Bpa>
+void basic_leaf_store<Bpa>::apply(leaf_id id, const point_op* ops, std::size_t n, point_result* results,
+                                  std::vector<split_record>* splits, apply_path path) {
+  std::size_t done = 0;
+  while (done < n) {
+    id = walk_right(id, ops[done].key);
+    leaf_type& l = leaves_[id];
+    std::size_t end = done;
+    while (end < n && ops[end].key <= l.high) ++end;
+    done += l.data.apply(ops + done, end - done, results + done, path);
+    if (done < end) {  // full: split, continue in the half that owns the next key
+      const split_record s = split(id);
+      if (splits) splits->push_back(s);
+    }
+  }
+}
+
+template <class Bpa>
+leaf_table basic_leaf_store<Bpa>::table() const {
+  leaf_table t;
+  t.ids.reserve(leaves_.size());
+  t.low_keys.reserve(leaves_.size());
+  for (leaf_id id = head_; id != no_leaf; id = leaves_[id].right) {
+    t.ids.push_back(id);
+    t.low_keys.push_back(leaves_[id].low);
+  }
+  return t;
+}
+
+template <class Bpa>
+void basic_leaf_store<Bpa>::verify() const {
+  const std::size_t count = leaves_.size();
+  std::vector<bool> seen(count, false);
+  key_type expected_low = min_key;
+  bool reached_end = false;
+  std::size_t walked = 0;
+  for (leaf_id id = head_; id != no_leaf; id = leaves_[id].right) {
+    const std::string where = "leaf_store: leaf " + std::to_string(id);
+    if (id >= count) throw invariant_error(where + " is not allocated");
+    if (seen[id]) throw invariant_error(where + " is linked twice");
+    if (reached_end) throw invariant_error(where + " follows the leaf that owns UINT64_MAX");
+    seen[id] = true;
+    ++walked;
+    const leaf_type& l = leaves_[id];
+    if (l.low != expected_low) {
+      throw invariant_error(where + ": low fence " + std::to_string(l.low) + ", expected " +
+                            std::to_string(expected_low));
+    }
+    l.verify();
+    if (l.high == max_key) {
+      reached_end = true;
+    } else {
+      expected_low = l.high + 1;
+    }
+  }
+  if (!reached_end) throw invariant_error("leaf_store: no leaf owns UINT64_MAX");
+  if (walked != count) {
+    throw invariant_error("leaf_store: " + std::to_string(count - walked) + " allocated leaves are not linked");
+  }
+}
+
+extern template class basic_leaf_store<bpa>;
+
+}  // namespace tandem::host

@@ -1,0 +1,42 @@
+#pragma once
+/// @file
+/// `leaf`: one BPA plus the key range it owns and a link to its right
+/// neighbour. Fences are inclusive, so the rightmost leaf can own UINT64_MAX:
+/// a leaf owns exactly the keys `low <= k <= high`. Leaves of a store
+/// partition the whole key space [0, UINT64_MAX], left to right along the
+/// right links. A route computed on an older inner layout may land on a leaf
+/// left of the one that now owns a key; the owner is found by following right
+/// links while `key > high` (leaves never move keys leftwards and are never
+/// freed while routes may point at them).
+
+#include <tandem/core/types.hpp>
+#include <tandem/host/bpa.hpp>
+
+#include <string>
+
+namespace tandem::host {
+
+template <class Bpa>
+struct basic_leaf {
+  Bpa data;
+  key_type low = min_key;   ///< smallest key this leaf owns
+  key_type high = max_key;  ///< largest key this leaf owns (inclusive)
+  leaf_id right = no_leaf;  ///< right neighbour, `no_leaf` for the rightmost
+
+  [[nodiscard]] bool owns(key_type key) const noexcept { return low <= key && key <= high; }
+
+  /// @brief Checks the BPA and that every key lies inside the fences.
+  /// @throws tandem::invariant_error
+  void verify() const {
+    if (low > high) throw invariant_error("leaf: low fence above high fence");
+    data.verify();
+    if (data.count(low, high) != data.size()) {
+      throw invariant_error("leaf [" + std::to_string(low) + ", " + std::to_string(high) +
+                            "]: holds keys outside its fences");
+    }
+  }
+};
+
+using leaf = basic_leaf<bpa>;
+
+}  // namespace tandem::host

@@ -1,0 +1,313 @@
+// Unit tests of every bpa operation at sizes 0, 1, full and just over full,
+// over several leaf geometries.
+#include <tandem/host/bpa.hpp>
+
+#include "support/keys.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace tandem;
+using namespace tandem::host;
+
+template <class B>
+class BpaTest : public ::testing::Test {
+ protected:
+  // BPAs are large; keep them off the test's stack.
+  std::unique_ptr<B> make() { return std::make_unique<B>(); }
+
+  /// Fills `b` with `n` distinct keys (0 and UINT64_MAX first) and returns the model.
+  std::map<key_type, value_type> fill(B& b, std::size_t n, std::uint64_t seed = 1) {
+    std::map<key_type, value_type> model;
+    std::mt19937_64 rng(seed);
+    std::vector<key_type> keys = {min_key, max_key};
+    while (keys.size() < n + 2) keys.push_back(rng());
+    for (std::size_t i = 0; model.size() < n; ++i) {
+      const key_type k = keys[i];
+      if (model.count(k)) continue;
+      EXPECT_EQ(b.upsert(k, k ^ 0x5555), upsert_status::inserted);
+      model[k] = k ^ 0x5555;
+    }
+    return model;
+  }
+
+  static void expect_same(B& b, const std::map<key_type, value_type>& model) {
+    ASSERT_NO_THROW(b.verify());
+    ASSERT_EQ(b.size(), model.size());
+    for (const auto& [k, v] : model) {
+      const auto got = b.get(k);
+      ASSERT_TRUE(got.has_value()) << "key " << k;
+      ASSERT_EQ(*got, v) << "key " << k;
+    }
+    std::vector<entry> seen;
+    b.iterate(min_key, model.size() + 1, [&](key_type k, value_type v) { seen.push_back({k, v}); });
+    ASSERT_EQ(seen.size(), model.size());
+    auto it = model.begin();
+    for (const entry& e : seen) {
+      ASSERT_EQ(e.key, it->first);
+      ASSERT_EQ(e.value, it->second);
+      ++it;
+    }
+    ASSERT_EQ(b.count(min_key, max_key), model.size());
+  }
+};
+
+using geometries = ::testing::Types<basic_bpa<1, 1, 1>, basic_bpa<2, 2, 2>, basic_bpa<4, 4, 4>, basic_bpa<3, 5, 7>,
+                                    basic_bpa<32, 32, 32>, basic_bpa<64, 64, 32>>;
+TYPED_TEST_SUITE(BpaTest, geometries);
+
+TYPED_TEST(BpaTest, EmptyAnswersNothing) {
+  auto b = this->make();
+  for (key_type k : {min_key, key_type{1}, key_type{12345}, max_key}) {
+    EXPECT_FALSE(b->get(k).has_value());
+    EXPECT_FALSE(b->lower_bound(k).has_value());
+    EXPECT_FALSE(b->erase(k));
+  }
+  EXPECT_EQ(b->size(), 0u);
+  EXPECT_TRUE(b->empty());
+  EXPECT_EQ(b->count(min_key, max_key), 0u);
+  EXPECT_EQ(b->iterate(min_key, 100, [](key_type, value_type) { ADD_FAILURE(); }), 0u);
+  b->map(min_key, max_key, [](key_type, value_type) { ADD_FAILURE(); });
+  b->flush();
+  EXPECT_NO_THROW(b->verify());
+}
+
+TYPED_TEST(BpaTest, SingleEdgeKeys) {
+  for (key_type k : {min_key, max_key, key_type{77}}) {
+    auto b = this->make();
+    EXPECT_EQ(b->upsert(k, 5), upsert_status::inserted);
+    EXPECT_EQ(b->size(), 1u);
+    EXPECT_EQ(b->get(k), std::optional<value_type>(5));
+    EXPECT_EQ(b->lower_bound(min_key), std::optional<entry>(entry{k, 5}));
+    EXPECT_EQ(b->lower_bound(k), std::optional<entry>(entry{k, 5}));
+    if (k != max_key) {
+      EXPECT_FALSE(b->lower_bound(k + 1).has_value());
+    }
+    EXPECT_EQ(b->count(k, k), 1u);
+    EXPECT_EQ(b->count(min_key, max_key), 1u);
+    if (k != min_key) {
+      EXPECT_EQ(b->count(min_key, k - 1), 0u);
+    }
+    value_type prev = 0;
+    EXPECT_EQ(b->upsert(k, 6, &prev), upsert_status::replaced);
+    EXPECT_EQ(prev, 5u);
+    value_type kept = 0;
+    EXPECT_EQ(b->insert(k, 7, &kept), insert_status::present);
+    EXPECT_EQ(kept, 6u);
+    EXPECT_EQ(b->get(k), std::optional<value_type>(6));
+    b->flush();
+    EXPECT_NO_THROW(b->verify());
+    EXPECT_EQ(b->get(k), std::optional<value_type>(6));
+    value_type erased = 0;
+    EXPECT_TRUE(b->erase(k, &erased));
+    EXPECT_EQ(erased, 6u);
+    EXPECT_FALSE(b->erase(k));
+    EXPECT_FALSE(b->get(k).has_value());
+    EXPECT_TRUE(b->empty());
+    EXPECT_NO_THROW(b->verify());
+  }
+}
+
+TYPED_TEST(BpaTest, FullRefusesOnlyNewKeys) {
+  using B = TypeParam;
+  auto b = this->make();
+  auto model = this->fill(*b, B::capacity);
+  EXPECT_TRUE(b->full());
+  this->expect_same(*b, model);
+
+  // Just over full: a new key is refused and nothing changes.
+  key_type fresh = 2;
+  while (model.count(fresh)) ++fresh;
+  EXPECT_EQ(b->upsert(fresh, 1), upsert_status::full);
+  EXPECT_EQ(b->insert(fresh, 1), insert_status::full);
+  this->expect_same(*b, model);
+
+  // Existing keys still update when full.
+  for (auto& [k, v] : model) {
+    EXPECT_EQ(b->upsert(k, v + 1), upsert_status::replaced);
+    ++v;
+  }
+  this->expect_same(*b, model);
+
+  // One erase makes room for exactly one key.
+  const key_type victim = model.begin()->first;
+  EXPECT_TRUE(b->erase(victim));
+  model.erase(victim);
+  EXPECT_EQ(b->insert(fresh, 9), insert_status::inserted);
+  model[fresh] = 9;
+  EXPECT_EQ(b->upsert(victim, 1), upsert_status::full);
+  this->expect_same(*b, model);
+}
+
+TYPED_TEST(BpaTest, DeleteInsertDeleteOneKey) {
+  using B = TypeParam;
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, B::capacity / 2, B::capacity - 1}) {
+    if (n >= B::capacity) continue;  // needs room for one more key
+    auto b = this->make();
+    auto model = this->fill(*b, n, 7);
+    key_type k = 3;
+    while (model.count(k)) ++k;
+    for (int round = 0; round < 3; ++round) {
+      EXPECT_FALSE(b->erase(k));                            // delete (absent)
+      EXPECT_EQ(b->insert(k, 1), insert_status::inserted);  // insert
+      EXPECT_TRUE(b->erase(k));                             // delete cancels the buffered insert
+      EXPECT_FALSE(b->get(k).has_value());
+      EXPECT_EQ(b->upsert(k, 2), upsert_status::inserted);
+      b->flush();  // now in a block
+      EXPECT_TRUE(b->erase(k));
+      EXPECT_EQ(b->upsert(k, 3), upsert_status::inserted);  // back in the log
+      EXPECT_TRUE(b->erase(k));
+      EXPECT_FALSE(b->get(k).has_value());
+      EXPECT_FALSE(b->erase(k));
+      this->expect_same(*b, model);
+    }
+  }
+}
+
+TYPED_TEST(BpaTest, LowerBoundMatchesModel) {
+  using B = TypeParam;
+  for (std::size_t n : {std::size_t{1}, B::capacity / 2 + 1, B::capacity}) {
+    auto b = this->make();
+    const auto model = this->fill(*b, n, 11);
+    std::vector<key_type> probes = {min_key, 1, max_key - 1, max_key};
+    for (const auto& [k, v] : model) {
+      probes.push_back(k);
+      if (k != max_key) probes.push_back(k + 1);
+      if (k != min_key) probes.push_back(k - 1);
+    }
+    for (key_type p : probes) {
+      const auto it = model.lower_bound(p);
+      const auto got = b->lower_bound(p);
+      if (it == model.end()) {
+        EXPECT_FALSE(got.has_value()) << "probe " << p;
+      } else {
+        ASSERT_TRUE(got.has_value()) << "probe " << p;
+        EXPECT_EQ(got->key, it->first);
+        EXPECT_EQ(got->value, it->second);
+      }
+    }
+  }
+}
+
+TYPED_TEST(BpaTest, RangesMatchModel) {
+  using B = TypeParam;
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, B::capacity - 1, B::capacity}) {
+    auto b = this->make();
+    const auto model = this->fill(*b, n, 13);
+    std::mt19937_64 rng(n);
+    std::vector<std::pair<key_type, key_type>> ranges = {
+        {min_key, max_key}, {min_key, min_key}, {max_key, max_key}, {min_key, 1}, {max_key - 1, max_key}};
+    for (int i = 0; i < 40; ++i) {
+      key_type a = rng(), c = rng();
+      if (!model.empty() && i % 2) a = std::next(model.begin(), static_cast<long>(rng() % model.size()))->first;
+      ranges.push_back({std::min(a, c), std::max(a, c)});
+    }
+    for (const auto& [lo, hi] : ranges) {
+      std::vector<entry> want;
+      for (auto it = model.lower_bound(lo); it != model.end() && it->first <= hi; ++it) want.push_back({it->first, it->second});
+      EXPECT_EQ(b->count(lo, hi), want.size());
+      std::vector<entry> mapped;
+      b->map(lo, hi, [&](key_type k, value_type v) { mapped.push_back({k, v}); });
+      std::sort(mapped.begin(), mapped.end(), [](const entry& x, const entry& y) { return x.key < y.key; });
+      EXPECT_EQ(mapped, want);
+      // Ordered iteration from lo with limits, stopping past hi.
+      for (std::size_t limit : {std::size_t{1}, std::size_t{3}, want.size() + 5}) {
+        std::vector<entry> got;
+        b->iterate(lo, limit, [&](key_type k, value_type v) {
+          if (k > hi) return false;
+          got.push_back({k, v});
+          return true;
+        });
+        const std::vector<entry> expect(want.begin(), want.begin() + static_cast<long>(std::min(limit, want.size())));
+        EXPECT_EQ(got, expect) << "lo " << lo << " limit " << limit;
+      }
+    }
+    EXPECT_NO_THROW(b->verify());
+  }
+}
+
+TYPED_TEST(BpaTest, AssignExtractAndSplit) {
+  using B = TypeParam;
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2}, B::capacity}) {
+    if (n > B::capacity) continue;
+    std::vector<key_type> keys;
+    std::vector<value_type> values;
+    for (std::size_t i = 0; i < n; ++i) {
+      keys.push_back(i == 0 ? min_key : (i + 1 == n ? max_key : i * 1000));
+      values.push_back(i);
+    }
+    auto b = this->make();
+    b->assign_sorted(keys.data(), values.data(), n);
+    EXPECT_NO_THROW(b->verify());
+    EXPECT_EQ(b->size(), n);
+    std::vector<key_type> k2(n);
+    std::vector<value_type> v2(n);
+    b->extract_sorted(k2.data(), v2.data());
+    EXPECT_EQ(k2, keys);
+    EXPECT_EQ(v2, values);
+    if (n >= 2) {
+      auto right = this->make();
+      const key_type sep = b->split_into(*right);
+      EXPECT_EQ(sep, keys[n / 2]);
+      EXPECT_EQ(b->size(), n / 2);
+      EXPECT_EQ(right->size(), n - n / 2);
+      EXPECT_NO_THROW(b->verify());
+      EXPECT_NO_THROW(right->verify());
+      EXPECT_EQ(b->count(min_key, sep - 1), b->size());
+      EXPECT_EQ(right->count(sep, max_key), right->size());
+    }
+  }
+}
+
+TYPED_TEST(BpaTest, ApplyPathsAgreeAndStopWhenFull) {
+  using B = TypeParam;
+  for (std::uint64_t seed = 0; seed < 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    const std::size_t start = static_cast<std::size_t>(rng() % (B::capacity + 1));
+    auto a = this->make();
+    auto model = this->fill(*a, start, seed);
+    auto b = std::make_unique<B>(*a);
+    test::key_source keys(test::key_pattern::narrow, B::capacity * 2, seed);
+    std::vector<point_op> run(1 + rng() % (2 * B::capacity + 4));
+    for (auto& op : run) op = {keys(), rng() % 100, static_cast<op_kind>(rng() % 4)};
+    std::stable_sort(run.begin(), run.end(), [](const point_op& x, const point_op& y) { return x.key < y.key; });
+    std::vector<point_result> ra(run.size()), rb(run.size());
+    const std::size_t na = a->apply(run.data(), run.size(), ra.data(), apply_path::per_op);
+    const std::size_t nb = b->apply(run.data(), run.size(), rb.data(), apply_path::merge);
+    ASSERT_EQ(na, nb) << "seed " << seed;
+    // Replay the applied prefix on the model.
+    for (std::size_t i = 0; i < na; ++i) {
+      const point_op& op = run[i];
+      const auto it = model.find(op.key);
+      const bool found = it != model.end();
+      EXPECT_EQ(ra[i].found, found) << "seed " << seed << " op " << i;
+      EXPECT_EQ(rb[i].found, found) << "seed " << seed << " op " << i;
+      if (found) {
+        EXPECT_EQ(ra[i].value, it->second);
+        EXPECT_EQ(rb[i].value, it->second);
+      }
+      switch (op.kind) {
+        case op_kind::get: break;
+        case op_kind::put: model[op.key] = op.value; break;
+        case op_kind::insert: model.emplace(op.key, op.value); break;
+        case op_kind::erase: model.erase(op.key); break;
+      }
+    }
+    if (na < run.size()) {  // stopped: the next op adds a key to a full leaf
+      EXPECT_EQ(model.size(), B::capacity);
+      EXPECT_TRUE(run[na].kind == op_kind::put || run[na].kind == op_kind::insert);
+      EXPECT_EQ(model.count(run[na].key), 0u);
+    }
+    this->expect_same(*a, model);
+    this->expect_same(*b, model);
+  }
+}
+
+}  // namespace
