@@ -15,7 +15,7 @@ endif()
 # Warnings for tandem's own targets (not for consumers).
 function(tandem_set_warnings target)
   target_compile_options(${target} PRIVATE
-    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align -Wnull-dereference>
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align>
     $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TANDEM_WARNINGS_AS_ERRORS}>>:-Werror>
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr>
     $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${TANDEM_WARNINGS_AS_ERRORS}>>:-Werror=all-warnings>)

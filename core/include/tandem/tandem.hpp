@@ -5,9 +5,17 @@
 /// buffered partitioned arrays (BPAs). This is the one header applications
 /// include; it shows no TBB or CUDA types.
 ///
-/// The leaf store (`tandem/host/leaf_store.hpp`) is usable on its own today;
-/// the batch index API is built on top of it.
+///     tandem::index idx;                       // tandem::config for options
+///     idx.load(keys, values, n);               // bulk load, any order
+///     tandem::batch b;
+///     b.put(7, 70).get(7).scan(0, 100, 10);    // runs as if one by one
+///     auto result = idx.submit(std::move(b)).get();
 
+#include <tandem/batch.hpp>
+#include <tandem/batch_result.hpp>
+#include <tandem/config.hpp>
 #include <tandem/core/types.hpp>
 #include <tandem/error.hpp>
+#include <tandem/index.hpp>
+#include <tandem/stats.hpp>
 #include <tandem/version.hpp>

@@ -11,7 +11,12 @@
 #define TANDEM_DEVICE
 #endif
 
-#if defined(__GNUC__) || defined(__clang__)
+#if defined(__CUDA_ARCH__)
+// Device code: the GPU's caches are not steered this way.
+#define TANDEM_LIKELY(x) (x)
+#define TANDEM_UNLIKELY(x) (x)
+#define TANDEM_PREFETCH(addr) ((void)(addr))
+#elif defined(__GNUC__) || defined(__clang__)
 #define TANDEM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TANDEM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define TANDEM_PREFETCH(addr) __builtin_prefetch(addr)

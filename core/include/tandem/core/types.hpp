@@ -15,6 +15,14 @@ using value_type = std::uint64_t;
 inline constexpr key_type min_key = 0;
 inline constexpr key_type max_key = std::numeric_limits<key_type>::max();
 
+/// A key and its value.
+struct entry {
+  key_type key;
+  value_type value;
+  friend bool operator==(const entry& a, const entry& b) { return a.key == b.key && a.value == b.value; }
+  friend bool operator!=(const entry& a, const entry& b) { return !(a == b); }
+};
+
 /// Index of a leaf in the host leaf store. 32 bits keep routes small on the
 /// PCIe bus (DESIGN: a route is a 4-byte leaf id plus a 4-byte position).
 using leaf_id = std::uint32_t;

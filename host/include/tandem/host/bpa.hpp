@@ -25,8 +25,8 @@
 /// - Keys 0 and UINT64_MAX are ordinary keys; occupancy is kept by counts.
 ///
 /// Threads: a BPA is not synchronised. One task owns a leaf at a time
-/// (DESIGN: leaf phase). `iterate` sorts blocks lazily in place and is
-/// therefore not const; `get`, `lower_bound`, `map`, `count` are const.
+/// (DESIGN: leaf phase); the const operations (`get`, `lower_bound`,
+/// `iterate`, `map`, `count`) may run concurrently with each other.
 ///
 /// Storage, as a pseudo-struct (L = LogSize, B = NumBlocks, S = BlockSize):
 ///
@@ -64,13 +64,6 @@
 #include <utility>
 
 namespace tandem::host {
-
-/// A key and its value.
-struct entry {
-  key_type key;
-  value_type value;
-  friend bool operator==(const entry& a, const entry& b) { return a.key == b.key && a.value == b.value; }
-};
 
 /// The point operations a leaf applies in a run.
 enum class op_kind : std::uint8_t { get, put, insert, erase };
@@ -115,7 +108,7 @@ class basic_bpa {
   static constexpr std::size_t capacity = std::size_t{NumBlocks} * BlockSize;
   /// `apply` merges when `run_length * merge_crossover >= size()` (see
   /// bench/host/leaf_bench.cpp, BM_ApplyRun, for the measurement).
-  static constexpr std::size_t merge_crossover = 16;
+  static constexpr std::size_t merge_crossover = 10;
 
   basic_bpa() noexcept { clear(); }
 
@@ -224,13 +217,13 @@ class basic_bpa {
   /// @brief Visits entries with key >= `from` in ascending key order, at most
   ///        `limit` of them. `f(key, value)` may return bool: false stops.
   /// @return the number of entries visited.
-  /// @note Sorts the log and the visited blocks in place (contents unchanged).
+  /// @note Const and safe for concurrent readers: a block (or the log) that
+  ///       is not sorted is sorted in a local copy. Call `sort()` first when
+  ///       the BPA will be iterated repeatedly.
   template <class F>
-  std::size_t iterate(key_type from, std::size_t limit, F&& f) {
+  std::size_t iterate(key_type from, std::size_t limit, F&& f) const {
     if (limit == 0 || size_ == 0) return 0;
-    sort_log();
     std::size_t emitted = 0;
-    std::size_t li = static_cast<std::size_t>(std::lower_bound(log_keys_, log_keys_ + log_size_, from) - log_keys_);
     auto visit = [&](key_type k, value_type v) -> bool {
       ++emitted;
       if constexpr (std::is_same_v<std::invoke_result_t<F&, key_type, value_type>, void>) {
@@ -240,23 +233,53 @@ class basic_bpa {
         return static_cast<bool>(f(k, v)) && emitted < limit;
       }
     };
+    key_type lk_copy[log_capacity];
+    value_type lv_copy[log_capacity];
+    const key_type* lk = log_keys_;
+    const value_type* lv = log_values_;
+    // (the min() only tells the compiler what the invariants already say)
+    const std::size_t log_n = std::min<std::size_t>(log_size_, log_capacity);
+    if (!log_sorted_) {
+      std::copy(log_keys_, log_keys_ + log_n, lk_copy);
+      std::copy(log_values_, log_values_ + log_n, lv_copy);
+      sort_pairs(lk_copy, lv_copy, log_n);
+      lk = lk_copy;
+      lv = lv_copy;
+    }
+    std::size_t li = static_cast<std::size_t>(std::lower_bound(lk, lk + log_size_, from) - lk);
+    key_type bk_copy[block_capacity];
+    value_type bv_copy[block_capacity];
     for (std::size_t b = route(from); b < block_count_; ++b) {
-      sort_block(b);
+      const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
       const key_type* keys = block_keys_[b];
-      const std::size_t n = block_size_[b];
+      const value_type* values = block_values_[b];
+      if (!(sorted_mask_ >> b & 1)) {
+        std::copy(keys, keys + n, bk_copy);
+        std::copy(values, values + n, bv_copy);
+        sort_pairs(bk_copy, bv_copy, n);
+        keys = bk_copy;
+        values = bv_copy;
+      }
       std::size_t i = static_cast<std::size_t>(std::lower_bound(keys, keys + n, from) - keys);
       for (; i < n; ++i) {
-        while (li < log_size_ && log_keys_[li] < keys[i]) {
-          if (!visit(log_keys_[li], log_values_[li])) return emitted;
+        while (li < log_size_ && lk[li] < keys[i]) {
+          if (!visit(lk[li], lv[li])) return emitted;
           ++li;
         }
-        if (!visit(keys[i], block_values_[b][i])) return emitted;
+        if (!visit(keys[i], values[i])) return emitted;
       }
     }
     for (; li < log_size_; ++li) {
-      if (!visit(log_keys_[li], log_values_[li])) return emitted;
+      if (!visit(lk[li], lv[li])) return emitted;
     }
     return emitted;
+  }
+
+  /// @brief Sorts the log and every block in place (contents unchanged), so
+  ///        that later `iterate` calls copy nothing.
+  void sort() noexcept {
+    sort_log();
+    for (std::size_t b = 0; b < block_count_; ++b) sort_block(b);
   }
 
   /// @brief Calls `f(key, value)` for every entry with lo <= key <= hi, in no

@@ -1,0 +1,37 @@
+#pragma once
+/// @file
+/// `tandem::config`: how an index is built and run. Every field has a
+/// sensible default; `index`'s constructor checks the values and throws
+/// std::invalid_argument naming the field that is out of range.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem {
+
+/// Where the inner-level descent (routing) runs.
+enum class device_kind : std::uint8_t {
+  automatic,  ///< a GPU when one works, else the CPU (stats say which)
+  cpu,        ///< the CPU only
+  gpu,        ///< a GPU is required: construction fails when none is usable
+};
+
+struct config {
+  /// Worker threads of the index's TBB arena (routing and leaf phase);
+  /// 0 means one per hardware thread.
+  std::size_t threads = 0;
+  /// Fanout of the inner B+tree nodes: 16, 32 or 64.
+  int fanout = 32;
+  /// Fill factor of leaves written by `index::load`, in (0, 1]: room left
+  /// for inserts before leaves split.
+  double leaf_fill = 0.75;
+  /// Where routing runs (see device_kind).
+  device_kind device = device_kind::automatic;
+  /// Batches with fewer ops than this route on the CPU only.
+  std::size_t min_gpu_batch = 1u << 14;
+  /// Run the full invariant check (`index::verify`) after every batch and
+  /// fail the batch's future when it finds a problem. Slow; for debugging.
+  bool verify_each_batch = false;
+};
+
+}  // namespace tandem

@@ -1,0 +1,94 @@
+#pragma once
+/// @file
+/// `tandem::index`: the ordered `uint64 -> uint64` index.
+///
+/// What it is: a B+tree whose inner levels are kept in the Harmonia layout
+/// (searched on the CPU, and on the GPU where one is used) and whose leaves
+/// are buffered partitioned arrays in host memory. It is driven by batches:
+/// each batch is routed to leaves, grouped, applied leaf by leaf in parallel,
+/// and answered as if its ops had run one by one.
+///
+/// How it differs from `std::map`: there are no iterators or references into
+/// the index; every read and write goes through a batch, and results are
+/// copies. Throughput comes from large batches; a batch of one op works but
+/// pays the whole pipeline.
+///
+/// Threads: `submit`, `execute`, `load`, `stats`, `size`, `verify` may be
+/// called from any number of threads at once. Batches (and loads) take effect
+/// one after another in the order their submissions entered the queue.
+///
+/// What waits: `submit` never waits for the batch to run; `execute`, `load`
+/// and `verify` wait. A callback runs on the index's dispatcher thread and
+/// must not wait on a later batch of the same index.
+///
+/// Destruction drains: every batch submitted before the destructor started
+/// completes (its future is fulfilled, its callback runs) before it returns.
+
+#include <tandem/batch.hpp>
+#include <tandem/batch_result.hpp>
+#include <tandem/config.hpp>
+#include <tandem/core/types.hpp>
+#include <tandem/stats.hpp>
+
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <future>
+#include <memory>
+#include <vector>
+
+namespace tandem {
+
+class index {
+ public:
+  /// Called with the result of a batch, or with an exception when the batch
+  /// failed as a whole (then `result` is empty). Exceptions it throws are
+  /// caught, counted in stats().callback_errors and never stop the index.
+  using callback = std::function<void(batch_result result, std::exception_ptr error)>;
+
+  /// @brief An empty index.
+  /// @throws std::invalid_argument for a config value out of range
+  /// @throws tandem::error when config.device is gpu and no GPU is usable
+  explicit index(const config& cfg = {});
+  ~index();
+
+  index(const index&) = delete;
+  index& operator=(const index&) = delete;
+
+  /// @brief Replaces the contents with `n` pairs in any order (parallel
+  ///        sort); for a key given twice the later pair wins. Runs in queue
+  ///        order like a batch and waits for it.
+  void load(const key_type* keys, const value_type* values, std::size_t n);
+  void load(const std::vector<entry>& entries);
+
+  /// @brief Queues a batch. Does not wait.
+  /// @return a future of the result; `get()` rethrows when the batch failed
+  ///         as a whole (for example std::bad_alloc), in which case none of
+  ///         its writes took effect.
+  std::future<batch_result> submit(batch b);
+
+  /// @brief Queues a batch whose result goes to `done` (on the dispatcher
+  ///        thread). Does not wait.
+  void submit(batch b, callback done);
+
+  /// @brief Runs a batch and waits for its result.
+  /// @throws what the batch failed with, as `submit(b).get()` would
+  batch_result execute(batch b);
+
+  /// @return the number of keys, as of the last completed batch.
+  [[nodiscard]] std::size_t size() const;
+
+  /// @return counters and timings, as of the last completed batch.
+  [[nodiscard]] tandem::stats stats() const;
+
+  /// @brief Waits for every batch queued before it, then checks every
+  ///        invariant of leaves, leaf table and inner layout.
+  /// @throws tandem::invariant_error naming the first broken invariant
+  void verify();
+
+ private:
+  class impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,62 @@
+#pragma once
+/// @file
+/// `tandem::stats`: counters and timings of an index, read with
+/// `index::stats()` (a consistent snapshot taken between batches).
+
+#include <tandem/batch.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tandem {
+
+/// Wall-clock seconds spent in each stage of a batch (DESIGN, "One batch").
+struct stage_times {
+  double validate = 0;  ///< checking ops, building the work arrays
+  double route = 0;     ///< keys -> leaves (inner-level descent) and grouping by leaf
+  double order = 0;     ///< sorting each leaf's group by (key, position)
+  double read = 0;      ///< scans, counts, lower_bounds on the pre-batch state
+  double leaf = 0;      ///< point ops on the leaves, splits
+  double sync = 0;      ///< merging new separators, rebuilding the inner layout
+  double complete = 0;  ///< patching scans, scattering results to batch order
+  [[nodiscard]] double sum() const noexcept { return validate + route + order + read + leaf + sync + complete; }
+  stage_times& operator+=(const stage_times& o) noexcept {
+    validate += o.validate;
+    route += o.route;
+    order += o.order;
+    read += o.read;
+    leaf += o.leaf;
+    sync += o.sync;
+    complete += o.complete;
+    return *this;
+  }
+};
+
+struct stats {
+  std::uint64_t batches = 0;         ///< batches completed (failed ones included)
+  std::uint64_t failed_batches = 0;  ///< batches whose future holds an exception
+  std::uint64_t ops = 0;             ///< ops in completed batches
+  std::uint64_t invalid_ops = 0;     ///< ops answered with status invalid
+  std::array<std::uint64_t, op_type_count> ops_by_type{};  ///< indexed by op_type
+  std::uint64_t splits = 0;          ///< leaf splits
+  std::uint64_t inner_syncs = 0;     ///< inner-layout rebuilds
+  std::uint64_t callback_errors = 0; ///< exceptions thrown by user callbacks
+  std::string last_callback_error;   ///< what() of the latest one
+
+  std::uint64_t keys = 0;            ///< keys held
+  std::uint64_t leaves = 0;          ///< leaves in the leaf table
+  int inner_height = 0;              ///< inner levels above the leaves
+  std::size_t inner_bytes = 0;       ///< size of the inner layout
+  std::size_t threads = 0;           ///< worker threads of the arena
+
+  std::string device;                ///< where routing runs, e.g. "cpu (no GPU: ...)"
+  double gpu_share = 0;              ///< share of the last batch routed on the GPU
+
+  stage_times total;                 ///< summed over all batches
+  stage_times last;                  ///< of the latest batch
+  std::uint64_t last_batch_ops = 0;  ///< ops in the latest batch
+};
+
+}  // namespace tandem

@@ -1,0 +1,442 @@
+// tandem::index: the submission queue, the dispatcher that runs batches in
+// queue order on a TBB arena, routing, the leaf phase, inner sync and stats.
+#include <tandem/index.hpp>
+
+#include <tandem/core/inner_layout.hpp>
+#include <tandem/device/device_query.hpp>
+#include <tandem/error.hpp>
+#include <tandem/host/leaf_phase.hpp>
+#include <tandem/host/leaf_store.hpp>
+#include <tandem/host/route.hpp>
+
+#include <boost/lockfree/queue.hpp>
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_sort.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace tandem {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+/// One unit of work in the queue: a batch, a load, or a barrier.
+struct job {
+  enum class kind { batch, load, barrier } type = kind::batch;
+  tandem::batch ops;
+  std::vector<entry> pairs;                  // load
+  std::promise<batch_result> promise;        // batch via submit(b)
+  index::callback done;                      // batch via submit(b, cb)
+  std::promise<void> finished;               // load, barrier
+  std::function<void()> barrier_work;        // barrier: runs on the dispatcher
+};
+
+void validate_config(const config& c) {
+  if (c.fanout != 16 && c.fanout != 32 && c.fanout != 64) {
+    throw std::invalid_argument("tandem::config.fanout must be 16, 32 or 64, got " + std::to_string(c.fanout));
+  }
+  if (!(c.leaf_fill > 0.0 && c.leaf_fill <= 1.0)) {
+    throw std::invalid_argument("tandem::config.leaf_fill must be in (0, 1], got " + std::to_string(c.leaf_fill));
+  }
+  if (c.threads > 4096) {
+    throw std::invalid_argument("tandem::config.threads must be at most 4096, got " + std::to_string(c.threads));
+  }
+}
+
+std::string op_text(std::size_t i, const op& o) {
+  return "op " + std::to_string(i) + " (" + to_string(o.type) + ")";
+}
+
+}  // namespace
+
+class index::impl {
+ public:
+  explicit impl(const config& cfg) : cfg_(cfg), queue_(128) {
+    validate_config(cfg_);
+    const device::device_report devices = device::query_devices();
+    if (cfg_.device == device_kind::gpu) {
+      if (devices.devices.empty()) {
+        throw error("tandem::config.device = gpu, but no usable GPU: " + devices.reason);
+      }
+      throw error("tandem::config.device = gpu: " + device::describe(devices) +
+                  " is present, but this build routes on the CPU only");
+    }
+    device_ = "cpu (" + device::describe(devices) + ")";
+    const int threads = cfg_.threads ? static_cast<int>(cfg_.threads) : tbb::info::default_concurrency();
+    arena_.initialize(threads);
+    threads_ = static_cast<std::size_t>(threads);
+    rebuild_table_from_store();
+    publish_stats({}, 0);
+    dispatcher_ = std::thread([this] { dispatch(); });
+  }
+
+  ~impl() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    dispatcher_.join();
+  }
+
+  void enqueue(job* j) {
+    queued_.fetch_add(1, std::memory_order_acq_rel);
+    while (!queue_.push(j)) std::this_thread::yield();  // push fails only when memory runs out
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_.notify_one();
+  }
+
+  std::size_t size() const { return keys_.load(std::memory_order_acquire); }
+
+  tandem::stats snapshot() const {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    return stats_;
+  }
+
+ private:
+  void dispatch() {
+    for (;;) {
+      job* j = nullptr;
+      if (queue_.pop(j)) {
+        queued_.fetch_sub(1, std::memory_order_acq_rel);
+        run(j);
+        delete j;
+        continue;
+      }
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (stopping_ && queued_.load(std::memory_order_acquire) == 0) return;
+      wake_.wait(lock, [&] { return stopping_ || queued_.load(std::memory_order_acquire) > 0; });
+    }
+  }
+
+  void run(job* j) {
+    switch (j->type) {
+      case job::kind::batch: run_batch(*j); break;
+      case job::kind::load:
+        try {
+          arena_.execute([&] { load(j->pairs); });
+          j->finished.set_value();
+        } catch (...) {
+          j->finished.set_exception(std::current_exception());
+        }
+        break;
+      case job::kind::barrier:
+        try {
+          arena_.execute([&] { j->barrier_work(); });
+          j->finished.set_value();
+        } catch (...) {
+          j->finished.set_exception(std::current_exception());
+        }
+        break;
+    }
+  }
+
+  void run_batch(job& j) {
+    batch_result result;
+    std::exception_ptr failure;
+    stage_times times;
+    std::uint64_t splits = 0;
+    const std::size_t n = j.ops.size();
+    try {
+      arena_.execute([&] { execute(j.ops, result, times, splits); });
+    } catch (...) {
+      failure = std::current_exception();
+      result = batch_result();
+      // The batch may have split leaves before failing: bring the leaf table
+      // and inner layout back in line with the leaves so the index stays
+      // consistent for the next batch.
+      try {
+        arena_.execute([&] { rebuild_table_from_store(); });
+      } catch (...) {
+      }
+    }
+    result.set_sequence(sequence_++);
+    publish_stats(times, n, &j.ops, failure != nullptr, splits, result.invalid_count());
+    if (j.done) {
+      try {
+        j.done(std::move(result), failure);
+      } catch (const std::exception& e) {
+        note_callback_error(e.what());
+      } catch (...) {
+        note_callback_error("unknown exception");
+      }
+    } else if (failure) {
+      j.promise.set_exception(failure);
+    } else {
+      j.promise.set_value(std::move(result));
+    }
+  }
+
+  void note_callback_error(const std::string& what) {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    ++stats_.callback_errors;
+    stats_.last_callback_error = what;
+  }
+
+  /// Runs one batch: validate, route, leaf phase, inner sync.
+  void execute(const batch& b, batch_result& result, stage_times& times, std::uint64_t& split_count) {
+    const std::size_t n = b.size();
+    auto t0 = clock_type::now();
+    result.mutable_results().assign(n, op_result{});
+    std::vector<op_type>& types = result.mutable_types();
+    types.resize(n);
+    std::vector<key_type> keys(n);
+    const op* ops = b.ops().data();
+    for (std::size_t i = 0; i < n; ++i) {
+      const op& o = ops[i];
+      types[i] = o.type;
+      keys[i] = o.key;
+      result.mutable_results()[i].key = o.key;
+      if (o.type == op_type::scan || o.type == op_type::count) {
+        if (o.key > o.arg) {
+          invalidate(result, i, op_text(i, o) + ": lo " + std::to_string(o.key) + " > hi " + std::to_string(o.arg));
+        } else if (o.type == op_type::scan && o.limit > max_scan_limit) {
+          invalidate(result, i,
+                     op_text(i, o) + ": limit " + std::to_string(o.limit) + " exceeds max_scan_limit " +
+                         std::to_string(max_scan_limit));
+        }
+      } else if (o.type > op_type::count) {
+        invalidate(result, i, op_text(i, o) + ": unknown op type " + std::to_string(static_cast<int>(o.type)));
+      }
+    }
+    times.validate = seconds_since(t0);
+    if (n == 0) return;
+
+    t0 = clock_type::now();
+    host::route_cpu(layout_.view(), keys.data(), n, routes_);
+    times.route = seconds_since(t0);
+
+    const host::route_groups groups{routes_.positions.data(), routes_.group_begin.data(), routes_.group_leaf.data(),
+                                    routes_.group_count()};
+    std::vector<host::split_record> splits;
+    host::leaf_phase_times lt;
+    host::run_leaf_phase(store_, ops, n, groups, result, splits, lt);
+    times.order = lt.order;
+    times.read = lt.read;
+    times.leaf = lt.leaf;
+    times.complete = lt.complete;
+
+    // Keys held: every put or insert that found nothing added one, every
+    // erase that found its key removed one.
+    std::int64_t delta = 0;
+    const std::vector<op_result>& res = result.mutable_results();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (res[i].status != op_status::ok) continue;
+      const op_type t = ops[i].type;
+      if ((t == op_type::put || t == op_type::insert) && !res[i].found) ++delta;
+      if (t == op_type::erase && res[i].found) --delta;
+    }
+    keys_.store(static_cast<std::size_t>(static_cast<std::int64_t>(keys_.load()) + delta), std::memory_order_release);
+
+    t0 = clock_type::now();
+    split_count = splits.size();
+    if (!splits.empty()) inner_sync(splits);
+    times.sync = seconds_since(t0);
+    if (cfg_.verify_each_batch) verify_all();
+  }
+
+  static void invalidate(batch_result& result, std::size_t i, std::string message) {
+    result.mutable_results()[i].status = op_status::invalid;
+    result.add_error(i, std::move(message));
+  }
+
+  /// DESIGN step 6: merge the new separators into the leaf table, rebuild the
+  /// inner layout (linear in the number of leaves).
+  void inner_sync(std::vector<host::split_record>& splits) {
+    std::sort(splits.begin(), splits.end(),
+              [](const host::split_record& a, const host::split_record& b) { return a.separator < b.separator; });
+    std::vector<key_type> low(table_.low_keys.size() + splits.size());
+    std::vector<leaf_id> ids(low.size());
+    std::size_t i = 0, s = 0, o = 0;
+    while (i < table_.low_keys.size() || s < splits.size()) {
+      if (s == splits.size() || (i < table_.low_keys.size() && table_.low_keys[i] < splits[s].separator)) {
+        low[o] = table_.low_keys[i];
+        ids[o++] = table_.ids[i++];
+      } else {
+        low[o] = splits[s].separator;
+        ids[o++] = splits[s++].right;
+      }
+    }
+    table_.low_keys = std::move(low);
+    table_.ids = std::move(ids);
+    layout_ = inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout);
+    ++inner_syncs_;
+  }
+
+  void rebuild_table_from_store() {
+    table_ = store_.table();
+    layout_ = inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout);
+    keys_.store(store_.size(), std::memory_order_release);
+  }
+
+  void load(std::vector<entry>& pairs) {
+    // Sort by key; for a key given twice the later pair wins (stable order by index).
+    std::vector<std::pair<key_type, std::size_t>> order(pairs.size());
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, pairs.size()), [&](const tbb::blocked_range<std::size_t>& r) {
+      for (std::size_t i = r.begin(); i < r.end(); ++i) order[i] = {pairs[i].key, i};
+    });
+    tbb::parallel_sort(order.begin(), order.end());
+    std::vector<key_type> keys;
+    std::vector<value_type> values;
+    keys.reserve(order.size());
+    values.reserve(order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      if (i + 1 < order.size() && order[i + 1].first == order[i].first) continue;  // a later duplicate wins
+      keys.push_back(order[i].first);
+      values.push_back(pairs[order[i].second].value);
+    }
+    std::vector<entry>().swap(pairs);
+    store_ = host::leaf_store::bulk_load(keys.data(), values.data(), keys.size(), cfg_.leaf_fill);
+    rebuild_table_from_store();
+    ++inner_syncs_;
+  }
+
+ public:
+  void verify_all() {
+    store_.verify();
+    const host::leaf_table walked = store_.table();
+    if (walked.low_keys != table_.low_keys || walked.ids != table_.ids) {
+      throw invariant_error("index: the leaf table differs from the chain of leaves");
+    }
+    layout_.verify(table_.low_keys.data(), table_.ids.data(), table_.size());
+    if (store_.size() != keys_.load()) {
+      throw invariant_error("index: key count " + std::to_string(keys_.load()) + " != " +
+                            std::to_string(store_.size()) + " keys in the leaves");
+    }
+  }
+
+ private:
+  void publish_stats(const stage_times& t, std::size_t n, const batch* b = nullptr, bool failed = false,
+                     std::uint64_t splits = 0, std::size_t invalid = 0) {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    if (b) {
+      ++stats_.batches;
+      stats_.failed_batches += failed;
+      stats_.ops += n;
+      stats_.invalid_ops += invalid;
+      for (const op& o : b->ops()) {
+        const auto type = static_cast<std::size_t>(o.type);
+        if (type < op_type_count) ++stats_.ops_by_type[type];
+      }
+      stats_.splits += splits;
+      stats_.total += t;
+      stats_.last = t;
+      stats_.last_batch_ops = n;
+    }
+    stats_.inner_syncs = inner_syncs_;
+    stats_.keys = keys_.load(std::memory_order_acquire);
+    stats_.leaves = table_.size();
+    stats_.inner_height = layout_.height();
+    stats_.inner_bytes = layout_.bytes();
+    stats_.threads = threads_;
+    stats_.device = device_;
+    stats_.gpu_share = 0;
+  }
+
+  config cfg_;
+  tbb::task_arena arena_;
+  std::size_t threads_ = 0;
+  std::string device_;
+
+  // Owned by the dispatcher thread.
+  host::leaf_store store_;
+  host::leaf_table table_;
+  inner_layout layout_;
+  host::routed_batch routes_;
+  std::uint64_t inner_syncs_ = 0;
+  std::uint64_t sequence_ = 0;  // batches run so far
+
+  std::atomic<std::size_t> keys_{0};
+  mutable std::mutex stats_mutex_;
+  tandem::stats stats_;
+
+  boost::lockfree::queue<job*> queue_;
+  std::atomic<std::size_t> queued_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread dispatcher_;
+};
+
+// ---- public API -------------------------------------------------------------
+
+index::index(const config& cfg) : impl_(std::make_unique<impl>(cfg)) {}
+index::~index() = default;
+
+void index::load(const key_type* keys, const value_type* values, std::size_t n) {
+  std::vector<entry> pairs(n);
+  for (std::size_t i = 0; i < n; ++i) pairs[i] = {keys[i], values[i]};
+  auto j = std::make_unique<job>();
+  j->type = job::kind::load;
+  j->pairs = std::move(pairs);
+  std::future<void> done = j->finished.get_future();
+  impl_->enqueue(j.release());
+  done.get();
+}
+
+void index::load(const std::vector<entry>& entries) {
+  auto j = std::make_unique<job>();
+  j->type = job::kind::load;
+  j->pairs = entries;
+  std::future<void> done = j->finished.get_future();
+  impl_->enqueue(j.release());
+  done.get();
+}
+
+std::future<batch_result> index::submit(batch b) {
+  if (b.size() >= std::numeric_limits<std::uint32_t>::max()) {
+    throw std::length_error("tandem::index::submit: a batch holds at most 2^32 - 2 ops, got " +
+                            std::to_string(b.size()));
+  }
+  auto j = std::make_unique<job>();
+  j->ops = std::move(b);
+  std::future<batch_result> f = j->promise.get_future();
+  impl_->enqueue(j.release());
+  return f;
+}
+
+void index::submit(batch b, callback done) {
+  if (!done) throw std::invalid_argument("tandem::index::submit: empty callback");
+  if (b.size() >= std::numeric_limits<std::uint32_t>::max()) {
+    throw std::length_error("tandem::index::submit: a batch holds at most 2^32 - 2 ops, got " +
+                            std::to_string(b.size()));
+  }
+  auto j = std::make_unique<job>();
+  j->ops = std::move(b);
+  j->done = std::move(done);
+  impl_->enqueue(j.release());
+}
+
+batch_result index::execute(batch b) { return submit(std::move(b)).get(); }
+
+std::size_t index::size() const { return impl_->size(); }
+
+tandem::stats index::stats() const { return impl_->snapshot(); }
+
+void index::verify() {
+  auto j = std::make_unique<job>();
+  j->type = job::kind::barrier;
+  impl* self = impl_.get();
+  j->barrier_work = [self] { self->verify_all(); };
+  std::future<void> done = j->finished.get_future();
+  impl_->enqueue(j.release());
+  done.get();
+}
+
+}  // namespace tandem

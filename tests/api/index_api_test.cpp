@@ -1,0 +1,204 @@
+// The public contract of tandem::index: futures, callbacks, per-op errors,
+// empty batches, edge keys, config checks, stats, destruction with work in
+// flight.
+#include <tandem/tandem.hpp>
+
+#include "support/batches.hpp"
+#include "support/model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+namespace {
+
+using namespace tandem;
+
+TEST(IndexApi, FutureAnswersInBatchOrder) {
+  tandem::index idx;
+  batch b;
+  b.get(5).put(5, 50).get(5).insert(5, 51).erase(5).get(5).put(max_key, 1).put(min_key, 2);
+  const batch_result r = idx.submit(b).get();
+  ASSERT_EQ(r.size(), 8u);
+  EXPECT_FALSE(r.found(0));
+  EXPECT_FALSE(r.found(1));
+  EXPECT_TRUE(r.found(2));
+  EXPECT_EQ(r.value(2), 50u);
+  EXPECT_TRUE(r.found(3));  // present: not inserted, value kept
+  EXPECT_EQ(r.value(3), 50u);
+  EXPECT_TRUE(r.found(4));  // erased 50
+  EXPECT_EQ(r.value(4), 50u);
+  EXPECT_FALSE(r.found(5));
+  EXPECT_EQ(idx.size(), 2u);
+}
+
+TEST(IndexApi, EdgeKeysAndRanges) {
+  tandem::index idx;
+  idx.load(std::vector<entry>{{max_key, 9}, {min_key, 1}, {10, 2}});
+  batch b;
+  b.lower_bound(11).lower_bound(max_key).scan(min_key, max_key, 10).count(min_key, max_key).scan(max_key, max_key, 1)
+      .count(1, max_key - 1).erase(max_key).lower_bound(11);
+  const batch_result r = idx.execute(b);
+  EXPECT_TRUE(r.found(0));
+  EXPECT_EQ(r.key(0), max_key);
+  EXPECT_EQ(r.value(0), 9u);
+  EXPECT_EQ(r.key(1), max_key);
+  ASSERT_EQ(r.scan(2).size(), 3u);
+  EXPECT_EQ(r.scan(2)[0], (entry{min_key, 1}));
+  EXPECT_EQ(r.scan(2)[2], (entry{max_key, 9}));
+  EXPECT_EQ(r.value(3), 3u);
+  ASSERT_EQ(r.scan(4).size(), 1u);
+  EXPECT_EQ(r.value(5), 1u);
+  EXPECT_TRUE(r.found(6));
+  EXPECT_FALSE(r.found(7));  // erased just before
+}
+
+TEST(IndexApi, InvalidOpsGetTheirOwnErrorOthersRun) {
+  tandem::index idx;
+  batch b;
+  b.put(1, 10).scan(5, 4, 10).count(9, 3).scan(0, 100, max_scan_limit + 1).get(1).scan(0, 100, max_scan_limit);
+  const batch_result r = idx.execute(b);
+  EXPECT_TRUE(r.ok(0));
+  EXPECT_EQ(r.status(1), op_status::invalid);
+  EXPECT_EQ(r.status(2), op_status::invalid);
+  EXPECT_EQ(r.status(3), op_status::invalid);
+  EXPECT_TRUE(r.ok(4));
+  EXPECT_TRUE(r.found(4));
+  EXPECT_TRUE(r.ok(5));
+  EXPECT_EQ(r.scan(5).size(), 1u);
+  EXPECT_EQ(r.invalid_count(), 3u);
+  EXPECT_NE(r.error(1).find("op 1 (scan)"), std::string::npos) << r.error(1);
+  EXPECT_NE(r.error(1).find("lo 5 > hi 4"), std::string::npos) << r.error(1);
+  EXPECT_NE(r.error(2).find("op 2 (count)"), std::string::npos) << r.error(2);
+  EXPECT_NE(r.error(3).find("max_scan_limit"), std::string::npos) << r.error(3);
+  EXPECT_TRUE(r.error(0).empty());
+  EXPECT_TRUE(r.scan(1).empty());
+  EXPECT_EQ(idx.stats().invalid_ops, 3u);
+}
+
+TEST(IndexApi, EmptyBatch) {
+  tandem::index idx;
+  const batch_result r = idx.execute(batch{});
+  EXPECT_EQ(r.size(), 0u);
+  EXPECT_EQ(idx.stats().batches, 1u);
+}
+
+TEST(IndexApi, CallbacksAndCallbackExceptions) {
+  tandem::index idx;
+  std::atomic<int> calls{0};
+  for (int i = 0; i < 10; ++i) {
+    batch b;
+    b.put(static_cast<key_type>(i), static_cast<value_type>(i));
+    idx.submit(b, [&, i](batch_result r, std::exception_ptr e) {
+      EXPECT_EQ(e, nullptr);
+      EXPECT_EQ(r.size(), 1u);
+      ++calls;
+      if (i % 3 == 0) throw std::runtime_error("callback " + std::to_string(i) + " fails");
+    });
+  }
+  batch g;
+  for (int i = 0; i < 10; ++i) g.get(static_cast<key_type>(i));
+  const batch_result r = idx.execute(g);  // runs after every callback batch
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(r.found(static_cast<std::size_t>(i)));
+  EXPECT_EQ(calls.load(), 10);
+  const stats s = idx.stats();
+  EXPECT_EQ(s.callback_errors, 4u);
+  EXPECT_EQ(s.last_callback_error, "callback 9 fails");
+  EXPECT_THROW(idx.submit(batch{}, index::callback{}), std::invalid_argument);
+}
+
+TEST(IndexApi, ConfigIsChecked) {
+  config c;
+  c.fanout = 17;
+  EXPECT_THROW(tandem::index{c}, std::invalid_argument);
+  c = {};
+  c.leaf_fill = 0;
+  EXPECT_THROW(tandem::index{c}, std::invalid_argument);
+  c = {};
+  c.leaf_fill = 1.01;
+  EXPECT_THROW(tandem::index{c}, std::invalid_argument);
+  for (int f : {16, 32, 64}) {
+    c = {};
+    c.fanout = f;
+    c.threads = 2;
+    tandem::index idx(c);
+    EXPECT_EQ(idx.stats().threads, 2u);
+  }
+}
+
+TEST(IndexApi, DeviceGpuFailsClearlyWithoutGpuAndAutoRunsOnCpu) {
+  config c;
+  c.device = device_kind::gpu;
+  try {
+    tandem::index idx(c);
+    FAIL() << "device = gpu must fail in this build";
+  } catch (const tandem::error& e) {
+    EXPECT_NE(std::string(e.what()).find("GPU"), std::string::npos) << e.what();
+  }
+  tandem::index idx;  // device = automatic
+  EXPECT_NE(idx.stats().device.find("cpu"), std::string::npos);
+}
+
+TEST(IndexApi, StatsCountOpsAndStages) {
+  tandem::index idx;
+  test::key_source keys(test::key_pattern::uniform, 5000, 3);
+  std::size_t ops = 0;
+  for (int i = 0; i < 5; ++i) {
+    const batch b = test::random_batch(keys, 20'000);
+    ops += b.size();
+    idx.execute(b);
+  }
+  const stats s = idx.stats();
+  EXPECT_EQ(s.batches, 5u);
+  EXPECT_EQ(s.ops, ops);
+  std::uint64_t by_type = 0;
+  for (auto c : s.ops_by_type) by_type += c;
+  EXPECT_EQ(by_type, ops);
+  EXPECT_GT(s.splits, 0u);
+  EXPECT_GT(s.inner_syncs, 0u);
+  EXPECT_GT(s.leaves, 1u);
+  EXPECT_GE(s.inner_height, 1);
+  EXPECT_GT(s.total.route, 0.0);
+  EXPECT_GT(s.total.leaf, 0.0);
+  EXPECT_GE(s.total.sum(), s.last.sum());
+  EXPECT_EQ(s.last_batch_ops, 20'000u);
+  EXPECT_EQ(s.keys, idx.size());
+}
+
+TEST(IndexApi, DestructionDrainsWorkInFlight) {
+  std::vector<std::future<batch_result>> futures;
+  std::atomic<int> callbacks{0};
+  {
+    tandem::index idx;
+    test::key_source keys(test::key_pattern::narrow, 10'000, 5);
+    for (int i = 0; i < 40; ++i) {
+      futures.push_back(idx.submit(test::random_batch(keys, 5'000)));
+      idx.submit(test::random_batch(keys, 100), [&](batch_result, std::exception_ptr) { ++callbacks; });
+    }
+  }  // destructor waits for all 80 batches
+  for (auto& f : futures) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+    EXPECT_EQ(f.get().size(), 5'000u);
+  }
+  EXPECT_EQ(callbacks.load(), 40);
+}
+
+TEST(IndexApi, LoadReplacesContentsLaterDuplicateWins) {
+  tandem::index idx;
+  idx.execute(batch{}.put(1, 1).put(2, 2));
+  const std::vector<key_type> k = {7, 3, 7, max_key, 0};
+  const std::vector<value_type> v = {1, 2, 3, 4, 5};
+  idx.load(k.data(), v.data(), k.size());
+  EXPECT_EQ(idx.size(), 4u);
+  const batch_result r = idx.execute(batch{}.get(7).get(1).get(max_key).get(0));
+  EXPECT_EQ(r.value(0), 3u);
+  EXPECT_FALSE(r.found(1));
+  EXPECT_EQ(r.value(2), 4u);
+  EXPECT_EQ(r.value(3), 5u);
+  idx.load(nullptr, nullptr, 0);
+  EXPECT_EQ(idx.size(), 0u);
+  EXPECT_NO_THROW(idx.verify());
+}
+
+}  // namespace

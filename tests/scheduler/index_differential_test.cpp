@@ -1,0 +1,141 @@
+// The index against a std::map model replaying every batch op by op: random
+// mixed batches of 1 .. 10^5 ops, all op kinds, uniform / clustered / edge
+// keys, several fanouts and arena sizes. verify() after every batch in the
+// debug preset, every few batches otherwise.
+#include <tandem/tandem.hpp>
+
+#include "support/batches.hpp"
+#include "support/keys.hpp"
+#include "support/model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+
+namespace {
+
+using namespace tandem;
+using test::key_pattern;
+
+#ifdef NDEBUG
+constexpr std::size_t verify_every = 8;
+#else
+constexpr std::size_t verify_every = 1;
+#endif
+
+struct run_params {
+  key_pattern pattern;
+  int fanout;
+  std::size_t threads;
+};
+
+std::size_t run(const run_params& p, std::uint64_t seed, std::size_t target_ops) {
+  SCOPED_TRACE(::testing::Message() << "pattern " << test::name(p.pattern) << " fanout " << p.fanout << " threads "
+                                    << p.threads << " seed " << seed);
+  config cfg;
+  cfg.fanout = p.fanout;
+  cfg.threads = p.threads;
+  cfg.leaf_fill = 0.5 + 0.5 * static_cast<double>(seed % 3) / 2;
+  tandem::index idx(cfg);
+  test::index_model model;
+  test::key_source keys(p.pattern, 60'000, seed);
+  auto& rng = keys.rng();
+
+  // Load: unsorted pairs with duplicates; the later pair wins.
+  std::vector<entry> pairs(20'000 + rng() % 20'000);
+  for (auto& e : pairs) e = {keys(), rng()};
+  idx.load(pairs);
+  for (const auto& e : pairs) model.data[e.key] = e.value;
+  EXPECT_EQ(idx.size(), model.data.size());
+
+  std::size_t ops = 0;
+  for (std::size_t b = 0; ops < target_ops; ++b) {
+    const batch bt = test::random_batch(keys, test::random_batch_size(rng, 100'000));
+    const batch_result r = idx.execute(bt);
+    const std::size_t bad = model.check(bt, r, "batch " + std::to_string(b));
+    if (bad) return ops;  // the first bad batch says enough
+    ops += bt.size();
+    EXPECT_EQ(idx.size(), model.data.size()) << "batch " << b;
+    if (b % verify_every == 0) {
+      EXPECT_NO_THROW(idx.verify()) << "batch " << b;
+    }
+  }
+  // The whole content, in order.
+  batch all;
+  all.scan(min_key, max_key, max_scan_limit).count(min_key, max_key);
+  const batch_result r = idx.execute(all);
+  EXPECT_EQ(model.check(all, r, "final scan"), 0u);
+  EXPECT_NO_THROW(idx.verify());
+  const stats s = idx.stats();
+  EXPECT_EQ(s.keys, model.data.size());
+  EXPECT_GT(s.batches, 0u);
+  return ops;
+}
+
+class IndexDifferential : public ::testing::TestWithParam<std::tuple<key_pattern, int>> {};
+
+TEST_P(IndexDifferential, MatchesModel) {
+  const auto [pattern, fanout] = GetParam();
+  std::size_t ops = 0;
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    ops += run({pattern, fanout, static_cast<std::size_t>(1u << (seed % 3))}, seed * 7919 + fanout, 120'000);
+  }
+  EXPECT_GE(ops, 360'000u);  // 12 cases: over 4 * 10^6 ops in all
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Patterns, IndexDifferential,
+    ::testing::Combine(::testing::Values(key_pattern::uniform, key_pattern::clustered, key_pattern::narrow,
+                                         key_pattern::edges),
+                       ::testing::Values(16, 64)),
+    [](const auto& param_info) {
+      return std::string(test::name(std::get<0>(param_info.param))) + "_f" + std::to_string(std::get<1>(param_info.param));
+    });
+
+TEST(IndexDifferential, SmallBatchesFanout32) {
+  test::key_source keys(key_pattern::narrow, 3000, 99);
+  tandem::index idx;
+  test::index_model model;
+  for (std::size_t b = 0; b < 2000; ++b) {
+    const batch bt = test::random_batch(keys, 1 + keys.rng()() % 8);
+    ASSERT_EQ(model.check(bt, idx.execute(bt), "batch " + std::to_string(b)), 0u);
+  }
+  EXPECT_NO_THROW(idx.verify());
+}
+
+}  // namespace
+
+namespace {
+
+// Many wide counts among many writes: the count patch takes the position
+// sweep rather than one lookup per written key.
+TEST(IndexDifferential, WideCountsAmongManyWrites) {
+  test::key_source keys(key_pattern::narrow, 20'000, 4242);
+  auto& rng = keys.rng();
+  tandem::index idx;
+  test::index_model model;
+  std::vector<entry> pairs(10'000);
+  for (auto& e : pairs) e = {keys(), rng()};
+  idx.load(pairs);
+  for (const auto& e : pairs) model.data[e.key] = e.value;
+  for (int round = 0; round < 3; ++round) {
+    batch b;
+    for (int i = 0; i < 20'000; ++i) {
+      const key_type k = keys();
+      switch (rng() % 8) {
+        case 0: b.put(k, rng()); break;
+        case 1: b.insert(k, rng()); break;
+        case 2: case 3: b.erase(k); break;
+        case 4: b.count(min_key, max_key); break;
+        case 5: b.count(k, max_key); break;
+        case 6: b.count(min_key, k); break;
+        default: b.get(k); break;
+      }
+    }
+    ASSERT_EQ(model.check(b, idx.execute(b), "round " + std::to_string(round)), 0u);
+  }
+  EXPECT_NO_THROW(idx.verify());
+}
+
+}  // namespace
