@@ -4,13 +4,18 @@
 
 #include <tandem/core/inner_layout.hpp>
 #include <tandem/device/device_query.hpp>
+#include <tandem/device/gpu_router.hpp>
+#include <tandem/device/pinned.hpp>
 #include <tandem/error.hpp>
 #include <tandem/host/leaf_phase.hpp>
 #include <tandem/host/leaf_store.hpp>
 #include <tandem/host/route.hpp>
+#include <tandem/scheduler/share_policy.hpp>
+#include <tandem/scheduler/testing.hpp>
 
 #include <boost/lockfree/queue.hpp>
 #include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_sort.h>
@@ -21,6 +26,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -47,12 +53,30 @@ struct job {
   std::function<void()> barrier_work;        // barrier: runs on the dispatcher
 };
 
+/// What the route stage of one batch did.
+struct route_report {
+  std::size_t gpu_keys = 0;
+  std::size_t cpu_keys = 0;
+  double gpu_seconds = 0;
+  double cpu_seconds = 0;
+  bool gpu_failed = false;
+  device::route_timing gpu;
+};
+
 void validate_config(const config& c) {
   if (c.fanout != 16 && c.fanout != 32 && c.fanout != 64) {
     throw std::invalid_argument("tandem::config.fanout must be 16, 32 or 64, got " + std::to_string(c.fanout));
   }
   if (!(c.leaf_fill > 0.0 && c.leaf_fill <= 1.0)) {
     throw std::invalid_argument("tandem::config.leaf_fill must be in (0, 1], got " + std::to_string(c.leaf_fill));
+  }
+  if (std::isnan(c.gpu_share) || c.gpu_share > 1.0) {
+    throw std::invalid_argument("tandem::config.gpu_share must be in [0, 1] (or negative for automatic), got " +
+                                std::to_string(c.gpu_share));
+  }
+  if (c.gpu_failure_limit < 1) {
+    throw std::invalid_argument("tandem::config.gpu_failure_limit must be at least 1, got " +
+                                std::to_string(c.gpu_failure_limit));
   }
   if (c.threads > 4096) {
     throw std::invalid_argument("tandem::config.threads must be at most 4096, got " + std::to_string(c.threads));
@@ -69,15 +93,9 @@ class index::impl {
  public:
   explicit impl(const config& cfg) : cfg_(cfg), queue_(128) {
     validate_config(cfg_);
-    const device::device_report devices = device::query_devices();
-    if (cfg_.device == device_kind::gpu) {
-      if (devices.devices.empty()) {
-        throw error("tandem::config.device = gpu, but no usable GPU: " + devices.reason);
-      }
-      throw error("tandem::config.device = gpu: " + device::describe(devices) +
-                  " is present, but this build routes on the CPU only");
-    }
-    device_ = "cpu (" + device::describe(devices) + ")";
+    open_gpu();
+    auto_share_.store(cfg_.gpu_share < 0);
+    fixed_share_.store(cfg_.gpu_share < 0 ? 0.0 : cfg_.gpu_share);
     const int threads = cfg_.threads ? static_cast<int>(cfg_.threads) : tbb::info::default_concurrency();
     arena_.initialize(threads);
     threads_ = static_cast<std::size_t>(threads);
@@ -104,12 +122,73 @@ class index::impl {
 
   std::size_t size() const { return keys_.load(std::memory_order_acquire); }
 
+  void set_share(double share) {
+    if (std::isnan(share) || share < 0.0 || share > 1.0) {
+      throw std::invalid_argument("tandem::index::set_gpu_share: the share must be in [0, 1], got " +
+                                  std::to_string(share));
+    }
+    fixed_share_.store(share);
+    auto_share_.store(false);
+  }
+  void set_auto_share() { auto_share_.store(true); }
+
+  bool inject_gpu_fault(device::stage s, int count) {
+    if (!gpu_) return false;
+    gpu_->inject_fault(s, count);
+    return true;
+  }
+
   tandem::stats snapshot() const {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     return stats_;
   }
 
  private:
+  /// config.device: automatic takes a GPU when one works, gpu requires one.
+  void open_gpu() {
+    if (cfg_.device == device_kind::cpu) {
+      device_ = "cpu (config.device = cpu)";
+      return;
+    }
+    const device::device_report devices = device::query_devices();
+    if (devices.devices.empty()) {
+      if (cfg_.device == device_kind::gpu) {
+        throw error("tandem::config.device = gpu, but there is no usable GPU: " + devices.reason);
+      }
+      device_ = "cpu (" + device::describe(devices) + ")";
+      return;
+    }
+    try {
+      gpu_ = std::make_unique<device::gpu_router>();
+      device_ = "gpu " + gpu_->name();
+    } catch (const std::exception& e) {
+      if (cfg_.device == device_kind::gpu) {
+        throw error(std::string("tandem::config.device = gpu, but the GPU cannot be used: ") + e.what());
+      }
+      gpu_.reset();
+      device_ = std::string("cpu (GPU unusable: ") + e.what() + ")";
+    }
+  }
+
+  /// Uploads the latest layout to the GPU's idle buffer. On failure the GPU
+  /// keeps routing on its older version, which stays correct (DESIGN step 6).
+  void sync_gpu() {
+    if (!gpu_ || degraded_) return;
+    try {
+      gpu_->upload(*layout_);
+      gpu_layout_ = layout_;
+      group_sizes_.clear();
+      for (int g : gpu_->group_sizes()) group_sizes_ += (group_sizes_.empty() ? "" : ",") + std::to_string(g);
+    } catch (const std::exception&) {
+      note_gpu_failure();
+    }
+  }
+
+  void note_gpu_failure() {
+    ++gpu_failures_;
+    if (++consecutive_failures_ >= cfg_.gpu_failure_limit) degraded_ = true;
+  }
+
   void dispatch() {
     for (;;) {
       job* j = nullptr;
@@ -152,9 +231,10 @@ class index::impl {
     std::exception_ptr failure;
     stage_times times;
     std::uint64_t splits = 0;
+    route_report route_info;
     const std::size_t n = j.ops.size();
     try {
-      arena_.execute([&] { execute(j.ops, result, times, splits); });
+      arena_.execute([&] { execute(j.ops, result, times, splits, route_info); });
     } catch (...) {
       failure = std::current_exception();
       result = batch_result();
@@ -167,7 +247,7 @@ class index::impl {
       }
     }
     result.set_sequence(sequence_++);
-    publish_stats(times, n, &j.ops, failure != nullptr, splits, result.invalid_count());
+    publish_stats(times, n, &j.ops, failure != nullptr, splits, result.invalid_count(), &route_info);
     if (j.done) {
       try {
         j.done(std::move(result), failure);
@@ -190,36 +270,48 @@ class index::impl {
   }
 
   /// Runs one batch: validate, route, leaf phase, inner sync.
-  void execute(const batch& b, batch_result& result, stage_times& times, std::uint64_t& split_count) {
+  void execute(const batch& b, batch_result& result, stage_times& times, std::uint64_t& split_count,
+               route_report& route_info) {
     const std::size_t n = b.size();
     auto t0 = clock_type::now();
-    result.mutable_results().assign(n, op_result{});
+    std::vector<op_result>& results = result.mutable_results();
+    results.resize(n);
     std::vector<op_type>& types = result.mutable_types();
     types.resize(n);
-    std::vector<key_type> keys(n);
+    device::pinned_array<key_type>& keys = keys_in_;
+    keys.resize(n);
     const op* ops = b.ops().data();
-    for (std::size_t i = 0; i < n; ++i) {
-      const op& o = ops[i];
-      types[i] = o.type;
-      keys[i] = o.key;
-      result.mutable_results()[i].key = o.key;
-      if (o.type == op_type::scan || o.type == op_type::count) {
-        if (o.key > o.arg) {
-          invalidate(result, i, op_text(i, o) + ": lo " + std::to_string(o.key) + " > hi " + std::to_string(o.arg));
-        } else if (o.type == op_type::scan && o.limit > max_scan_limit) {
-          invalidate(result, i,
-                     op_text(i, o) + ": limit " + std::to_string(o.limit) + " exceeds max_scan_limit " +
-                         std::to_string(max_scan_limit));
+    // Checks in parallel; the (rare) invalid ops are collected, then sorted.
+    tbb::enumerable_thread_specific<std::vector<std::pair<std::size_t, std::string>>> bad;
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 4096), [&](const tbb::blocked_range<std::size_t>& r) {
+      for (std::size_t i = r.begin(); i < r.end(); ++i) {
+        const op& o = ops[i];
+        types[i] = o.type;
+        keys[i] = o.key;
+        results[i] = op_result{};
+        results[i].key = o.key;
+        if (o.type == op_type::scan || o.type == op_type::count) {
+          if (o.key > o.arg) {
+            bad.local().emplace_back(i, op_text(i, o) + ": lo " + std::to_string(o.key) + " > hi " +
+                                            std::to_string(o.arg));
+          } else if (o.type == op_type::scan && o.limit > max_scan_limit) {
+            bad.local().emplace_back(i, op_text(i, o) + ": limit " + std::to_string(o.limit) +
+                                            " exceeds max_scan_limit " + std::to_string(max_scan_limit));
+          }
+        } else if (o.type > op_type::count) {
+          bad.local().emplace_back(i, op_text(i, o) + ": unknown op type " + std::to_string(static_cast<int>(o.type)));
         }
-      } else if (o.type > op_type::count) {
-        invalidate(result, i, op_text(i, o) + ": unknown op type " + std::to_string(static_cast<int>(o.type)));
       }
-    }
+    });
+    std::vector<std::pair<std::size_t, std::string>> errors;
+    for (auto& v : bad) errors.insert(errors.end(), std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
+    std::sort(errors.begin(), errors.end());
+    for (auto& [i, message] : errors) invalidate(result, i, std::move(message));
     times.validate = seconds_since(t0);
     if (n == 0) return;
 
     t0 = clock_type::now();
-    host::route_cpu(layout_.view(), keys.data(), n, routes_);
+    route(keys, route_info);
     times.route = seconds_since(t0);
 
     const host::route_groups groups{routes_.positions.data(), routes_.group_begin.data(), routes_.group_leaf.data(),
@@ -251,6 +343,90 @@ class index::impl {
     if (cfg_.verify_each_batch) verify_all();
   }
 
+  /// DESIGN step 2: share s of the keys (the first s * n) routes on the
+  /// GPU while the CPU workers route the rest, both on the same layout
+  /// version; the two groupings are merged by leaf ordinal. A GPU failure
+  /// re-routes the GPU's share on the CPU.
+  void route(const device::pinned_array<key_type>& keys, route_report& info) {
+    const std::size_t n = keys.size();
+    double share = auto_share_.load() ? policy_.share() : fixed_share_.load();
+    if (!gpu_ || degraded_ || !gpu_layout_ || n < cfg_.min_gpu_batch) share = 0;
+    const std::size_t m = std::min(n, static_cast<std::size_t>(std::llround(share * static_cast<double>(n))));
+    if (m == 0) {
+      const auto t0 = clock_type::now();
+      host::route_cpu(layout_->view(), keys.data(), n, routes_);
+      info.cpu_seconds = seconds_since(t0);
+      info.cpu_keys = n;
+      return;
+    }
+    const std::shared_ptr<const inner_layout> version = gpu_layout_;  // both sides route on it
+    gpu_positions_.resize(m);
+    gpu_ordinals_.resize(m);
+    std::future<double> gpu_side = std::async(std::launch::async, [&] {
+      const auto t0 = clock_type::now();
+      gpu_->route(keys.data(), m, gpu_positions_.data(), gpu_ordinals_.data(), &info.gpu);
+      return seconds_since(t0);
+    });
+    const auto t0 = clock_type::now();
+    host::route_cpu(version->view(), keys.data() + m, n - m, cpu_routes_);
+    info.cpu_seconds = seconds_since(t0);
+    info.cpu_keys = n - m;
+    try {
+      info.gpu_seconds = gpu_side.get();
+      info.gpu_keys = m;
+      consecutive_failures_ = 0;
+    } catch (const std::exception&) {
+      note_gpu_failure();
+      info.gpu_failed = true;
+      host::route_cpu(version->view(), keys.data(), m, fallback_routes_);
+      flatten(fallback_routes_, gpu_positions_, gpu_ordinals_);
+      info.cpu_keys = n;
+    }
+    if (!info.gpu_failed) policy_.observe(info.gpu_keys, info.gpu_seconds, info.cpu_keys, info.cpu_seconds);
+    merge_routes(*version, m);
+  }
+
+  /// (position, ordinal) pairs grouped by ordinal, from a routed batch.
+  static void flatten(const host::routed_batch& r, device::pinned_array<std::uint32_t>& positions,
+                      device::pinned_array<std::uint32_t>& ordinals) {
+    positions.resize(r.size());
+    ordinals.resize(r.size());
+    std::copy(r.positions.begin(), r.positions.end(), positions.data());
+    for (std::size_t g = 0; g < r.group_count(); ++g) {
+      std::fill(ordinals.data() + r.group_begin[g], ordinals.data() + r.group_begin[g + 1], r.group_ordinal[g]);
+    }
+  }
+
+  /// routes_ = the GPU's pairs (positions 0..m-1) and the CPU's groups
+  /// (positions m..n-1), one group per ordinal, in ordinal order.
+  void merge_routes(const inner_layout& version, std::size_t m) {
+    const std::vector<leaf_id>& leaf_ids = version.leaf_ids();
+    host::routed_batch& out = routes_;
+    const host::routed_batch& cpu = cpu_routes_;
+    out.positions.resize(m + cpu.size());
+    out.group_begin.clear();
+    out.group_ordinal.clear();
+    out.group_leaf.clear();
+    const auto offset = static_cast<std::uint32_t>(m);
+    std::size_t i = 0, g = 0, o = 0;
+    const std::size_t groups = cpu.group_count();
+    constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+    while (i < m || g < groups) {
+      const std::uint32_t ord = std::min(i < m ? gpu_ordinals_[i] : none, g < groups ? cpu.group_ordinal[g] : none);
+      out.group_begin.push_back(static_cast<std::uint32_t>(o));
+      out.group_ordinal.push_back(ord);
+      out.group_leaf.push_back(leaf_ids[ord]);
+      for (; i < m && gpu_ordinals_[i] == ord; ++i) out.positions[o++] = gpu_positions_[i];
+      if (g < groups && cpu.group_ordinal[g] == ord) {
+        for (std::uint32_t k = cpu.group_begin[g]; k < cpu.group_begin[g + 1]; ++k) {
+          out.positions[o++] = cpu.positions[k] + offset;
+        }
+        ++g;
+      }
+    }
+    out.group_begin.push_back(static_cast<std::uint32_t>(o));
+  }
+
   static void invalidate(batch_result& result, std::size_t i, std::string message) {
     result.mutable_results()[i].status = op_status::invalid;
     result.add_error(i, std::move(message));
@@ -275,13 +451,17 @@ class index::impl {
     }
     table_.low_keys = std::move(low);
     table_.ids = std::move(ids);
-    layout_ = inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout);
+    layout_ = std::make_shared<const inner_layout>(
+        inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout));
+    sync_gpu();
     ++inner_syncs_;
   }
 
   void rebuild_table_from_store() {
     table_ = store_.table();
-    layout_ = inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout);
+    layout_ = std::make_shared<const inner_layout>(
+        inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout));
+    sync_gpu();
     keys_.store(store_.size(), std::memory_order_release);
   }
 
@@ -314,7 +494,7 @@ class index::impl {
     if (walked.low_keys != table_.low_keys || walked.ids != table_.ids) {
       throw invariant_error("index: the leaf table differs from the chain of leaves");
     }
-    layout_.verify(table_.low_keys.data(), table_.ids.data(), table_.size());
+    layout_->verify(table_.low_keys.data(), table_.ids.data(), table_.size());
     if (store_.size() != keys_.load()) {
       throw invariant_error("index: key count " + std::to_string(keys_.load()) + " != " +
                             std::to_string(store_.size()) + " keys in the leaves");
@@ -323,8 +503,25 @@ class index::impl {
 
  private:
   void publish_stats(const stage_times& t, std::size_t n, const batch* b = nullptr, bool failed = false,
-                     std::uint64_t splits = 0, std::size_t invalid = 0) {
+                     std::uint64_t splits = 0, std::size_t invalid = 0, const route_report* r = nullptr) {
     std::lock_guard<std::mutex> lock(stats_mutex_);
+    if (r) {
+      stats_.gpu_share = n ? static_cast<double>(r->gpu_keys) / static_cast<double>(n) : 0;
+      stats_.gpu_keys += r->gpu_keys;
+      stats_.cpu_keys += r->cpu_keys;
+      stats_.gpu_upload = r->gpu.upload;
+      stats_.gpu_sort = r->gpu.sort;
+      stats_.gpu_kernel = r->gpu.kernel;
+      stats_.gpu_download = r->gpu.download;
+      stats_.gpu_route = r->gpu_seconds;
+      stats_.cpu_route = r->cpu_seconds;
+    }
+    stats_.gpu_share_auto = auto_share_.load();
+    stats_.gpu_degraded = degraded_;
+    stats_.gpu_failures = gpu_failures_;
+    stats_.gpu_group_sizes = group_sizes_;
+    stats_.gpu_rate = policy_.gpu_rate();
+    stats_.cpu_rate = policy_.cpu_rate();
     if (b) {
       ++stats_.batches;
       stats_.failed_batches += failed;
@@ -342,11 +539,10 @@ class index::impl {
     stats_.inner_syncs = inner_syncs_;
     stats_.keys = keys_.load(std::memory_order_acquire);
     stats_.leaves = table_.size();
-    stats_.inner_height = layout_.height();
-    stats_.inner_bytes = layout_.bytes();
+    stats_.inner_height = layout_->height();
+    stats_.inner_bytes = layout_->bytes();
     stats_.threads = threads_;
-    stats_.device = device_;
-    stats_.gpu_share = 0;
+    stats_.device = degraded_ ? device_ + " [degraded: routing on the CPU]" : device_;
   }
 
   config cfg_;
@@ -357,8 +553,21 @@ class index::impl {
   // Owned by the dispatcher thread.
   host::leaf_store store_;
   host::leaf_table table_;
-  inner_layout layout_;
-  host::routed_batch routes_;
+  std::shared_ptr<const inner_layout> layout_;      // latest version
+  std::shared_ptr<const inner_layout> gpu_layout_;  // version on the GPU
+  host::routed_batch routes_;           // the batch, grouped by leaf
+  host::routed_batch cpu_routes_;       // CPU share
+  host::routed_batch fallback_routes_;  // GPU share re-routed on the CPU
+  device::pinned_array<key_type> keys_in_;  // pinned: the GPU reads them directly
+  device::pinned_array<std::uint32_t> gpu_positions_, gpu_ordinals_;
+  std::unique_ptr<device::gpu_router> gpu_;
+  scheduler::share_policy policy_;
+  int consecutive_failures_ = 0;
+  bool degraded_ = false;
+  std::uint64_t gpu_failures_ = 0;
+  std::string group_sizes_;
+  std::atomic<bool> auto_share_{true};
+  std::atomic<double> fixed_share_{0.0};
   std::uint64_t inner_syncs_ = 0;
   std::uint64_t sequence_ = 0;  // batches run so far
 
@@ -426,6 +635,13 @@ void index::submit(batch b, callback done) {
 batch_result index::execute(batch b) { return submit(std::move(b)).get(); }
 
 std::size_t index::size() const { return impl_->size(); }
+
+void index::set_gpu_share(double share) { impl_->set_share(share); }
+void index::set_gpu_share(auto_share_t) { impl_->set_auto_share(); }
+
+bool detail::index_access::inject_gpu_fault(tandem::index& idx, device::stage s, int count) {
+  return idx.impl_->inject_gpu_fault(s, count);
+}
 
 tandem::stats index::stats() const { return impl_->snapshot(); }
 

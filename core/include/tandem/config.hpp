@@ -16,6 +16,13 @@ enum class device_kind : std::uint8_t {
   gpu,        ///< a GPU is required: construction fails when none is usable
 };
 
+/// Tag for `index::set_gpu_share(tandem::auto_share)`: let the index pick the
+/// share so that the GPU and the CPU finish routing a batch together.
+struct auto_share_t {
+  explicit constexpr auto_share_t() = default;
+};
+inline constexpr auto_share_t auto_share{};
+
 struct config {
   /// Worker threads of the index's TBB arena (routing and leaf phase);
   /// 0 means one per hardware thread.
@@ -29,6 +36,12 @@ struct config {
   device_kind device = device_kind::automatic;
   /// Batches with fewer ops than this route on the CPU only.
   std::size_t min_gpu_batch = 1u << 14;
+  /// Share of each batch's keys routed on the GPU, in [0, 1]; a negative
+  /// value means automatic (see index::set_gpu_share).
+  double gpu_share = -1;
+  /// Consecutive GPU failures after which the GPU is marked degraded and
+  /// routing stays on the CPU.
+  int gpu_failure_limit = 3;
   /// Run the full invariant check (`index::verify`) after every batch and
   /// fail the batch's future when it finds a problem. Slow; for debugging.
   bool verify_each_batch = false;

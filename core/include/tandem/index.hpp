@@ -39,6 +39,10 @@
 
 namespace tandem {
 
+namespace detail {
+struct index_access;  // test hooks, tandem/scheduler/testing.hpp
+}  // namespace detail
+
 class index {
  public:
   /// Called with the result of a batch, or with an exception when the batch
@@ -75,6 +79,16 @@ class index {
   /// @throws what the batch failed with, as `submit(b).get()` would
   batch_result execute(batch b);
 
+  /// @brief Sets the share of each batch's keys routed on the GPU, from the
+  ///        next batch on. 0 routes on the CPU only, 1 on the GPU only.
+  ///        Without a usable GPU the share is recorded but routing stays on
+  ///        the CPU (stats().gpu_share says 0). Any thread, any time.
+  /// @throws std::invalid_argument when `share` is NaN or outside [0, 1]
+  void set_gpu_share(double share);
+  /// @brief Lets the index choose the share per batch from moving averages
+  ///        of the GPU's and CPU's routing rates, so both finish together.
+  void set_gpu_share(auto_share_t);
+
   /// @return the number of keys, as of the last completed batch.
   [[nodiscard]] std::size_t size() const;
 
@@ -87,6 +101,7 @@ class index {
   void verify();
 
  private:
+  friend struct detail::index_access;
   class impl;
   std::unique_ptr<impl> impl_;
 };

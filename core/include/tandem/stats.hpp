@@ -52,7 +52,20 @@ struct stats {
   std::size_t threads = 0;           ///< worker threads of the arena
 
   std::string device;                ///< where routing runs, e.g. "cpu (no GPU: ...)"
-  double gpu_share = 0;              ///< share of the last batch routed on the GPU
+  double gpu_share = 0;              ///< share of the last batch's keys routed on the GPU
+  bool gpu_share_auto = false;       ///< the share is chosen automatically
+  bool gpu_degraded = false;         ///< repeated GPU failures: routing stays on the CPU
+  std::uint64_t gpu_failures = 0;    ///< GPU routes or uploads that failed (re-routed on the CPU)
+  std::uint64_t gpu_keys = 0;        ///< keys routed on the GPU
+  std::uint64_t cpu_keys = 0;        ///< keys routed on the CPU
+  std::string gpu_group_sizes;       ///< threads per query per inner level on the GPU, root first
+  double gpu_rate = 0;               ///< moving average of the GPU's routing rate, keys/s
+  double cpu_rate = 0;               ///< moving average of the CPU's routing rate, keys/s
+  /// GPU route stages of the latest batch, seconds: upload of keys, sorts,
+  /// descent kernel, download (GPU event times; chunks overlap).
+  double gpu_upload = 0, gpu_sort = 0, gpu_kernel = 0, gpu_download = 0;
+  double gpu_route = 0;              ///< wall time of the GPU side of the latest route
+  double cpu_route = 0;              ///< wall time of the CPU side of the latest route
 
   stage_times total;                 ///< summed over all batches
   stage_times last;                  ///< of the latest batch

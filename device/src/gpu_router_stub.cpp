@@ -1,0 +1,33 @@
+// Built when tandem is configured without the CUDA layer: the router exists
+// so that code using it compiles, but no GPU is ever usable.
+#include <tandem/device/gpu_router.hpp>
+#include <tandem/error.hpp>
+
+namespace tandem::device {
+
+struct gpu_router::state {};
+
+namespace {
+[[noreturn]] void no_cuda() {
+  throw tandem::error(
+      "gpu_router: no usable GPU: tandem was built without CUDA (TANDEM_CUDA=OFF or no nvcc at build time)");
+}
+}  // namespace
+
+gpu_router::gpu_router(const router_options&) { no_cuda(); }
+gpu_router::~gpu_router() = default;
+void gpu_router::upload(const inner_layout&) { no_cuda(); }
+void gpu_router::route(const key_type*, std::size_t, std::uint32_t*, std::uint32_t*, route_timing*) { no_cuda(); }
+std::string gpu_router::name() const { no_cuda(); }
+int gpu_router::device_ordinal() const { no_cuda(); }
+std::vector<int> gpu_router::group_sizes() const { no_cuda(); }
+std::size_t gpu_router::layout_bytes() const { no_cuda(); }
+std::size_t gpu_router::constant_prefix_entries() const { no_cuda(); }
+int gpu_router::constant_levels() const { no_cuda(); }
+std::uint64_t gpu_router::version() const { no_cuda(); }
+int gpu_router::partial_sort_bits() const { no_cuda(); }
+double gpu_router::last_upload_seconds() const { no_cuda(); }
+double gpu_router::last_calibration_seconds() const { no_cuda(); }
+void gpu_router::inject_fault(stage, int) { no_cuda(); }
+
+}  // namespace tandem::device

@@ -1,0 +1,55 @@
+#pragma once
+/// @file
+/// `share_policy`: the automatic CPU/GPU split of routing (DESIGN, "Split
+/// policy"). It keeps moving averages of the GPU's and the CPU's routing
+/// rates (keys per second, end to end for each side) and picks the GPU share
+/// s so that both sides finish together: s * n / gpu_rate = (1 - s) * n /
+/// cpu_rate, i.e. s = gpu_rate / (gpu_rate + cpu_rate).
+///
+/// Until a side has been measured its rate is unknown and the share stays at
+/// `initial_share`. A side that got no keys in a batch keeps its old rate.
+/// Not synchronised: the dispatcher owns it.
+
+#include <cstddef>
+
+namespace tandem::scheduler {
+
+class share_policy {
+ public:
+  /// @param smoothing weight of the newest measurement in the moving average, in (0, 1]
+  explicit share_policy(double initial_share = 0.5, double smoothing = 0.5) noexcept
+      : share_(initial_share), initial_(initial_share), smoothing_(smoothing) {}
+
+  /// @brief Feeds one batch's measurement: keys routed and seconds spent on
+  ///        each side (a side with no keys is ignored).
+  void observe(std::size_t gpu_keys, double gpu_seconds, std::size_t cpu_keys, double cpu_seconds) noexcept {
+    update(gpu_rate_, gpu_keys, gpu_seconds);
+    update(cpu_rate_, cpu_keys, cpu_seconds);
+    if (gpu_rate_ > 0 && cpu_rate_ > 0) share_ = gpu_rate_ / (gpu_rate_ + cpu_rate_);
+  }
+
+  /// @return the share of the next batch's keys to route on the GPU, in [0, 1].
+  [[nodiscard]] double share() const noexcept { return share_; }
+  [[nodiscard]] double gpu_rate() const noexcept { return gpu_rate_; }
+  [[nodiscard]] double cpu_rate() const noexcept { return cpu_rate_; }
+
+  void reset() noexcept {
+    share_ = initial_;
+    gpu_rate_ = cpu_rate_ = 0;
+  }
+
+ private:
+  void update(double& rate, std::size_t keys, double seconds) const noexcept {
+    if (keys == 0 || !(seconds > 0)) return;
+    const double r = static_cast<double>(keys) / seconds;
+    rate = rate > 0 ? smoothing_ * r + (1 - smoothing_) * rate : r;
+  }
+
+  double share_;
+  double initial_;
+  double smoothing_;
+  double gpu_rate_ = 0;
+  double cpu_rate_ = 0;
+};
+
+}  // namespace tandem::scheduler

@@ -1,0 +1,246 @@
+// The index with GPU routing: the differential and concurrency checks of the
+// CPU index rerun at GPU shares 0, 0.5, 1 and auto and with the share changed
+// between batches; inner sync under heavy splitting; a CUDA failure at each
+// stage. Tests named *Gpu* need a GPU (ctest label gpu) and skip without one.
+#include <tandem/device/device_query.hpp>
+#include <tandem/scheduler/testing.hpp>
+#include <tandem/tandem.hpp>
+
+#include "support/batches.hpp"
+#include "support/model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <thread>
+
+namespace {
+
+using namespace tandem;
+using test::key_pattern;
+
+bool have_gpu(std::string& why) {
+  const auto report = device::query_devices();
+  why = report.reason;
+  return !report.devices.empty();
+}
+
+#define TANDEM_REQUIRE_GPU()                                      \
+  do {                                                            \
+    std::string why_;                                             \
+    if (!have_gpu(why_)) GTEST_SKIP() << "no usable GPU: " << why_; \
+  } while (0)
+
+config gpu_config() {
+  config c;
+  c.device = device_kind::gpu;
+  c.min_gpu_batch = 1;  // let even tiny batches use the GPU
+  return c;
+}
+
+/// Runs random batches against the model; `before_batch(i)` may change the share.
+template <class Hook>
+void run_against_model(tandem::index& idx, key_pattern pattern, std::uint64_t seed, std::size_t batches, Hook before_batch) {
+  test::index_model model;
+  test::key_source keys(pattern, 50'000, seed);
+  auto& rng = keys.rng();
+  std::vector<entry> pairs(20'000);
+  for (auto& e : pairs) e = {keys(), rng()};
+  idx.load(pairs);
+  for (const auto& e : pairs) model.data[e.key] = e.value;
+  for (std::size_t b = 0; b < batches; ++b) {
+    before_batch(b);
+    const batch bt = test::random_batch(keys, test::random_batch_size(rng, 100'000));
+    ASSERT_EQ(model.check(bt, idx.execute(bt), "batch " + std::to_string(b)), 0u);
+    if (b % 4 == 0) {
+      ASSERT_NO_THROW(idx.verify());
+    }
+  }
+  batch all;
+  all.scan(min_key, max_key, max_scan_limit);
+  EXPECT_EQ(model.check(all, idx.execute(all), "final"), 0u);
+}
+
+class GpuShares : public ::testing::TestWithParam<double> {};
+
+TEST_P(GpuShares, DifferentialAtFixedOrAutoShare) {
+  TANDEM_REQUIRE_GPU();
+  for (int fanout : {16, 32, 64}) {
+    config c = gpu_config();
+    c.fanout = fanout;
+    tandem::index idx(c);
+    if (GetParam() < 0) {
+      idx.set_gpu_share(auto_share);
+    } else {
+      idx.set_gpu_share(GetParam());
+    }
+    for (key_pattern p : {key_pattern::uniform, key_pattern::clustered, key_pattern::edges}) {
+      SCOPED_TRACE(::testing::Message() << "fanout " << fanout << " pattern " << test::name(p));
+      run_against_model(idx, p, 77 + static_cast<std::uint64_t>(fanout), 12, [](std::size_t) {});
+    }
+    const stats s = idx.stats();
+    EXPECT_EQ(s.gpu_failures, 0u);
+    if (GetParam() > 0) {
+      EXPECT_GT(s.gpu_keys, 0u);
+    }
+    if (GetParam() == 0) {
+      EXPECT_EQ(s.gpu_keys, 0u);
+    }
+    if (GetParam() == 1) {
+      EXPECT_EQ(s.cpu_keys, 0u);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shares, GpuShares, ::testing::Values(0.0, 0.5, 1.0, -1.0),
+                         [](const auto& param_info) {
+                           const double v = param_info.param;
+                           return v < 0 ? std::string("auto") : "s" + std::to_string(static_cast<int>(v * 100));
+                         });
+
+TEST(GpuIndex, ShareChangedBetweenBatches) {
+  TANDEM_REQUIRE_GPU();
+  tandem::index idx(gpu_config());
+  const double shares[] = {0.0, 1.0, 0.3, 0.9, 0.5};
+  run_against_model(idx, key_pattern::uniform, 5, 20, [&](std::size_t b) {
+    if (b % 6 == 5) {
+      idx.set_gpu_share(auto_share);
+    } else {
+      idx.set_gpu_share(shares[b % 5]);
+    }
+  });
+  const stats s = idx.stats();
+  EXPECT_GT(s.gpu_keys, 0u);
+  EXPECT_GT(s.cpu_keys, 0u);
+}
+
+TEST(GpuIndex, ConcurrentSubmittersAtHalfShare) {
+  TANDEM_REQUIRE_GPU();
+  tandem::index idx(gpu_config());
+  idx.set_gpu_share(0.5);
+  struct done_batch {
+    batch b;
+    batch_result r;
+  };
+  std::vector<done_batch> done;
+  std::mutex m;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      test::key_source keys(key_pattern::narrow, 4000, 500 + static_cast<std::uint64_t>(t));
+      for (int i = 0; i < 15; ++i) {
+        batch b = test::random_batch(keys, 1 + keys.rng()() % 5000);
+        batch_result r = idx.execute(b);
+        std::lock_guard<std::mutex> lock(m);
+        done.push_back({std::move(b), std::move(r)});
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::sort(done.begin(), done.end(), [](const done_batch& a, const done_batch& b) { return a.r.sequence() < b.r.sequence(); });
+  test::index_model model;
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    ASSERT_EQ(model.check(done[i].b, done[i].r, "batch #" + std::to_string(i)), 0u);
+  }
+  EXPECT_GT(idx.stats().gpu_keys, 0u);
+}
+
+TEST(GpuIndex, InnerSyncUnderHeavySplitting) {
+  TANDEM_REQUIRE_GPU();
+  tandem::index idx(gpu_config());
+  idx.set_gpu_share(0.7);
+  test::index_model model;
+  std::mt19937_64 rng(9);
+  for (int b = 0; b < 30; ++b) {
+    batch bt;
+    // Mostly inserts of new keys, clustered so that leaves split many times per batch.
+    const key_type base = rng();
+    for (int i = 0; i < 40'000; ++i) {
+      const key_type k = rng() % 3 ? base + static_cast<key_type>(i) * 3 : rng();
+      if (i % 10 == 9) {
+        bt.get(k);
+      } else {
+        bt.insert(k, static_cast<value_type>(i));
+      }
+    }
+    ASSERT_EQ(model.check(bt, idx.execute(bt), "batch " + std::to_string(b)), 0u);
+    ASSERT_NO_THROW(idx.verify());
+  }
+  const stats s = idx.stats();
+  EXPECT_GT(s.splits, 1000u);
+  EXPECT_GT(s.inner_syncs, 20u);
+  EXPECT_EQ(s.gpu_failures, 0u);
+}
+
+TEST(GpuIndex, FaultAtEachStageKeepsAnswersRight) {
+  TANDEM_REQUIRE_GPU();
+  for (device::stage st : {device::stage::upload, device::stage::sort, device::stage::kernel,
+                           device::stage::download, device::stage::sync}) {
+    SCOPED_TRACE(::testing::Message() << "stage " << static_cast<int>(st));
+    config c = gpu_config();
+    c.gpu_failure_limit = 3;
+    tandem::index idx(c);
+    idx.set_gpu_share(1.0);
+    std::size_t injected = 0;
+    run_against_model(idx, key_pattern::uniform, 31 + static_cast<std::uint64_t>(st), 8, [&](std::size_t b) {
+      if (b == 2) {
+        ASSERT_TRUE(detail::index_access::inject_gpu_fault(idx, st, 1));
+        ++injected;
+      }
+    });
+    const stats s = idx.stats();
+    EXPECT_GE(s.gpu_failures, injected) << "the fault was seen";
+    EXPECT_FALSE(s.gpu_degraded) << "one failure does not degrade";
+    EXPECT_GT(s.gpu_keys, 0u) << "the GPU routes again after the fault";
+  }
+}
+
+TEST(GpuIndex, RepeatedFailuresDegradeToCpu) {
+  TANDEM_REQUIRE_GPU();
+  config c = gpu_config();
+  c.gpu_failure_limit = 2;
+  tandem::index idx(c);
+  idx.set_gpu_share(1.0);
+  ASSERT_TRUE(detail::index_access::inject_gpu_fault(idx, device::stage::kernel, 2));
+  run_against_model(idx, key_pattern::clustered, 3, 6, [](std::size_t) {});
+  const stats s = idx.stats();
+  EXPECT_TRUE(s.gpu_degraded);
+  EXPECT_EQ(s.gpu_failures, 2u);
+  EXPECT_EQ(s.gpu_share, 0.0);
+  EXPECT_NE(s.device.find("degraded"), std::string::npos) << s.device;
+}
+
+// Runs everywhere.
+TEST(DeviceSelection, SetGpuShareRejectsBadValues) {
+  tandem::index idx;
+  EXPECT_THROW(idx.set_gpu_share(std::numeric_limits<double>::quiet_NaN()), std::invalid_argument);
+  EXPECT_THROW(idx.set_gpu_share(-0.01), std::invalid_argument);
+  EXPECT_THROW(idx.set_gpu_share(1.01), std::invalid_argument);
+  EXPECT_NO_THROW(idx.set_gpu_share(0.0));
+  EXPECT_NO_THROW(idx.set_gpu_share(1.0));
+  EXPECT_NO_THROW(idx.set_gpu_share(auto_share));
+  config c;
+  c.gpu_share = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(tandem::index{c}, std::invalid_argument);
+  c.gpu_share = 2;
+  EXPECT_THROW(tandem::index{c}, std::invalid_argument);
+}
+
+TEST(DeviceSelection, AutoWithoutGpuRunsOnCpuAndSaysSo) {
+  std::string why;
+  if (have_gpu(why)) GTEST_SKIP() << "a GPU is present";
+  tandem::index idx;  // device = automatic
+  idx.set_gpu_share(1.0);
+  test::key_source keys(key_pattern::uniform, 1000, 1);
+  test::index_model model;
+  const batch b = test::random_batch(keys, 50'000);
+  EXPECT_EQ(model.check(b, idx.execute(b)), 0u);
+  const stats s = idx.stats();
+  EXPECT_EQ(s.gpu_share, 0.0);
+  EXPECT_EQ(s.gpu_keys, 0u);
+  EXPECT_NE(s.device.find("cpu"), std::string::npos) << s.device;
+  EXPECT_NE(s.device.find("no GPU"), std::string::npos) << s.device;
+}
+
+}  // namespace

@@ -1,0 +1,65 @@
+// The automatic split, driven by injected routing rates: it converges to the
+// share that balances both sides and follows a change of rates.
+#include <tandem/scheduler/share_policy.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace {
+
+using tandem::scheduler::share_policy;
+
+/// One simulated batch of n keys at the current share with the given true
+/// rates (keys/s); returns the wall time (the slower side).
+double run_batch(share_policy& p, double gpu_rate, double cpu_rate, std::size_t n = 1u << 20) {
+  const auto g = static_cast<std::size_t>(std::llround(p.share() * static_cast<double>(n)));
+  const std::size_t c = n - g;
+  const double tg = static_cast<double>(g) / gpu_rate, tc = static_cast<double>(c) / cpu_rate;
+  p.observe(g, tg, c, tc);
+  return std::max(tg, tc);
+}
+
+TEST(SharePolicy, StartsAtTheInitialShare) {
+  share_policy p(0.3);
+  EXPECT_DOUBLE_EQ(p.share(), 0.3);
+  p.observe(0, 0, 1000, 1.0);  // only the CPU measured: no basis to move yet
+  EXPECT_DOUBLE_EQ(p.share(), 0.3);
+}
+
+TEST(SharePolicy, ConvergesToTheBalancingShare) {
+  for (const auto& [g, c] : {std::pair{4e9, 1e9}, std::pair{1e9, 1e9}, std::pair{2e8, 1.8e9}, std::pair{3e9, 1e8}}) {
+    share_policy p;
+    for (int i = 0; i < 8; ++i) run_batch(p, g, c);
+    EXPECT_NEAR(p.share(), g / (g + c), 1e-6) << "gpu " << g << " cpu " << c;
+    // At the balancing share the batch takes n / (g + c), both sides busy
+    // (up to one key of rounding).
+    const double ideal = static_cast<double>(1u << 20) / (g + c);
+    EXPECT_NEAR(run_batch(p, g, c), ideal, 1.0 / std::min(g, c));
+  }
+}
+
+TEST(SharePolicy, FollowsAChangeOfRatesWithinAFewBatches) {
+  share_policy p;
+  for (int i = 0; i < 10; ++i) run_batch(p, 3e9, 1e9);
+  EXPECT_NEAR(p.share(), 0.75, 1e-6);
+  // The GPU slows down to the CPU's rate (say, another tenant).
+  int batches = 0;
+  while (std::abs(p.share() - 0.5) > 0.02 && batches < 50) {
+    run_batch(p, 1e9, 1e9);
+    ++batches;
+  }
+  EXPECT_LE(batches, 6);
+  EXPECT_NEAR(p.share(), 0.5, 0.02);
+}
+
+TEST(SharePolicy, ResetForgetsRates) {
+  share_policy p(0.5);
+  for (int i = 0; i < 5; ++i) run_batch(p, 9e9, 1e9);
+  EXPECT_GT(p.share(), 0.85);
+  p.reset();
+  EXPECT_DOUBLE_EQ(p.share(), 0.5);
+  EXPECT_EQ(p.gpu_rate(), 0.0);
+}
+
+}  // namespace
