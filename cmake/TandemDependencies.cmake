@@ -16,7 +16,9 @@ endif()
 if(TANDEM_BUILD_BENCH)
   list(APPEND _tandem_deps
     "benchmark|libbenchmark-dev|benchmark CONFIG"
-    "absl|libabsl-dev|absl CONFIG")
+    "absl|libabsl-dev|absl CONFIG"
+    "CLI11|libcli11-dev|CLI11 CONFIG"
+    "nlohmann_json|nlohmann-json3-dev|nlohmann_json CONFIG")
 endif()
 tandem_bootstrap(${_tandem_deps})
 

@@ -26,6 +26,14 @@ constexpr std::size_t parallel_sort_threshold = std::size_t{1} << 16;
 bool is_point(op_type t) noexcept { return t <= op_type::erase; }
 bool is_write(op_type t) noexcept { return t == op_type::put || t == op_type::insert || t == op_type::erase; }
 
+/// The ops the index answers with status ok (the others were marked invalid
+/// when the batch was checked, by the same rule).
+bool valid(const op& o) noexcept {
+  if (o.type == op_type::scan) return o.key <= o.arg && o.limit <= max_scan_limit;
+  if (o.type == op_type::count) return o.key <= o.arg;
+  return o.type <= op_type::count;
+}
+
 op_kind to_kind(op_type t) noexcept {
   switch (t) {
     case op_type::put: return op_kind::put;
@@ -337,32 +345,36 @@ void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route
 
   // ---- 1. order -------------------------------------------------------------
   auto t0 = clock_type::now();
-  std::vector<std::uint32_t> sorted(n);
+  // One random gather of the ops into group order; everything after reads
+  // the gathered copies sequentially. Each group is then sorted by (key,
+  // position) in place.
+  struct grouped_op {
+    op o;
+    std::uint32_t pos;
+    bool operator<(const grouped_op& x) const noexcept { return o.key < x.o.key || (o.key == x.o.key && pos < x.pos); }
+  };
+  std::vector<grouped_op> sorted(n);
   std::vector<std::size_t> n_point(g_count + 1, 0), n_range(g_count + 1, 0), n_write(g_count + 1, 0);
   std::vector<char> has_ordered_read(g_count, 0);
-  auto by_key_then_pos = [ops](std::uint32_t a, std::uint32_t b) {
-    return ops[a].key < ops[b].key || (ops[a].key == ops[b].key && a < b);
-  };
   tbb::parallel_for(std::size_t{0}, g_count, [&](std::size_t g) {
     const std::size_t b = groups.group_begin[g], e = groups.group_begin[g + 1];
-    std::copy(groups.positions + b, groups.positions + e, sorted.begin() + static_cast<std::ptrdiff_t>(b));
+    for (std::size_t i = b; i < e; ++i) sorted[i] = {ops[groups.positions[i]], groups.positions[i]};
     const auto first = sorted.begin() + static_cast<std::ptrdiff_t>(b);
     const auto last = sorted.begin() + static_cast<std::ptrdiff_t>(e);
     if (e - b >= parallel_sort_threshold) {
-      tbb::parallel_sort(first, last, by_key_then_pos);
+      tbb::parallel_sort(first, last);
     } else {
-      std::sort(first, last, by_key_then_pos);
+      std::sort(first, last);
     }
     for (std::size_t i = b; i < e; ++i) {
-      const std::uint32_t p = sorted[i];
-      if (results[p].status != op_status::ok) continue;
-      const op_type t = ops[p].type;
-      if (is_point(t)) {
+      const op& o = sorted[i].o;
+      if (!valid(o)) continue;
+      if (is_point(o.type)) {
         ++n_point[g];
-        n_write[g] += is_write(t);
+        n_write[g] += is_write(o.type);
       } else {
         ++n_range[g];
-        if (t == op_type::lower_bound || (t == op_type::scan && ops[p].order == scan_order::ordered)) {
+        if (o.type == op_type::lower_bound || (o.type == op_type::scan && o.order == scan_order::ordered)) {
           has_ordered_read[g] = 1;
         }
       }
@@ -382,9 +394,9 @@ void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route
   tbb::parallel_for(std::size_t{0}, g_count, [&](std::size_t g) {
     std::size_t pi = n_point[g], ri = n_range[g], wi = n_write[g];
     for (std::size_t i = groups.group_begin[g], e = groups.group_begin[g + 1]; i < e; ++i) {
-      const std::uint32_t p = sorted[i];
-      if (results[p].status != op_status::ok) continue;
-      const op& o = ops[p];
+      const op& o = sorted[i].o;
+      const std::uint32_t p = sorted[i].pos;
+      if (!valid(o)) continue;
       if (is_point(o.type)) {
         pt_ops[pi] = {o.key, o.arg, to_kind(o.type)};
         pt_pos[pi++] = p;

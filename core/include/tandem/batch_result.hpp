@@ -15,7 +15,8 @@
 /// | scan        | at least one entry             | number of entries        | the op's lo    |
 /// | count       | count > 0                      | the count                | the op's lo    |
 /// `value` is 0 and `found` false where the table says nothing applies, and
-/// for ops whose status is not `ok`.
+/// for ops whose status is not `ok`; a lower_bound that finds nothing has
+/// key 0.
 
 #include <tandem/batch.hpp>
 #include <tandem/core/types.hpp>

@@ -1,0 +1,291 @@
+#include "workload.hpp"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
+#include <oneapi/tbb/parallel_sort.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <random>
+#include <stdexcept>
+
+namespace tandem_bench {
+namespace {
+
+using tandem::key_type;
+using tandem::op;
+using tandem::op_type;
+
+__extension__ using u128 = unsigned __int128;
+
+constexpr std::uint64_t splitmix64(std::uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// Uniform in [0, n) (Lemire's multiply-shift; the bias is below 2^-40 here).
+std::uint64_t below(std::mt19937_64& rng, std::uint64_t n) noexcept {
+  return static_cast<std::uint64_t>((static_cast<u128>(rng()) * n) >> 64);
+}
+
+double unit(std::mt19937_64& rng) noexcept { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+/// YCSB's FNV-1a 64 over the 8 bytes of `v` (ScrambledZipfianGenerator).
+std::uint64_t fnv64(std::uint64_t v) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < 8; ++i) {
+    h ^= v & 0xff;
+    h *= 1099511628211ull;
+    v >>= 8;
+  }
+  return h;
+}
+
+/// YCSB's ZipfianGenerator (Gray et al., "Quickly generating billion-record
+/// synthetic databases") over ranks [0, n), most popular first.
+class zipfian {
+ public:
+  zipfian(std::uint64_t n, double theta) : n_(n), theta_(theta) {
+    // zeta(n) = sum 1/i^theta, summed in a fixed order (deterministic).
+    zetan_ = tbb::parallel_deterministic_reduce(
+        tbb::blocked_range<std::uint64_t>(1, n + 1, 1u << 16), 0.0,
+        [&](const tbb::blocked_range<std::uint64_t>& r, double acc) {
+          for (std::uint64_t i = r.begin(); i < r.end(); ++i) acc += 1.0 / std::pow(static_cast<double>(i), theta_);
+          return acc;
+        },
+        [](double x, double y) { return x + y; });
+    const double zeta2 = 1.0 + 1.0 / std::pow(2.0, theta_);
+    alpha_ = 1.0 / (1.0 - theta_);
+    eta_ = (1.0 - std::pow(2.0 / static_cast<double>(n_), 1.0 - theta_)) / (1.0 - zeta2 / zetan_);
+    second_ = 1.0 + std::pow(0.5, theta_);
+  }
+
+  std::uint64_t next(double u) const noexcept {
+    const double uz = u * zetan_;
+    if (uz < 1.0) return 0;
+    if (uz < second_ && n_ > 1) return 1;
+    const auto r = static_cast<std::uint64_t>(static_cast<double>(n_) * std::pow(eta_ * u - eta_ + 1.0, alpha_));
+    return std::min(r, n_ - 1);
+  }
+
+ private:
+  std::uint64_t n_;
+  double theta_;
+  double zetan_ = 0, alpha_ = 0, eta_ = 0, second_ = 0;
+};
+
+/// Draws `need` distinct keys, none of them 0 or UINT64_MAX, in random order.
+std::vector<key_type> distinct_random_keys(std::uint64_t need, std::uint64_t seed) {
+  std::mt19937_64 rng(splitmix64(seed));
+  std::vector<key_type> raw;
+  raw.reserve(need);
+  for (;;) {
+    while (raw.size() < need) raw.push_back(rng());
+    std::vector<key_type> sorted = raw;
+    tbb::parallel_sort(sorted.begin(), sorted.end());
+    std::vector<key_type> bad;  // duplicates and the two edge keys (added by the caller)
+    for (std::size_t i = 0; i + 1 < sorted.size(); ++i) {
+      if (sorted[i] == sorted[i + 1] && (bad.empty() || bad.back() != sorted[i])) bad.push_back(sorted[i]);
+    }
+    if (!sorted.empty() && sorted.front() == 0) bad.push_back(0);
+    if (!sorted.empty() && sorted.back() == tandem::max_key) bad.push_back(tandem::max_key);
+    if (bad.empty()) return raw;
+    std::sort(bad.begin(), bad.end());
+    // Astronomically rare with 64-bit keys: drop every copy, draw again.
+    raw.erase(std::remove_if(raw.begin(), raw.end(),
+                             [&](key_type k) { return std::binary_search(bad.begin(), bad.end(), k); }),
+              raw.end());
+  }
+}
+
+bool writes_new_keys(workload_kind w) { return w == workload_kind::load || w == workload_kind::e; }
+
+/// Percent of ops that write (put for A/B, insert for E).
+std::uint64_t write_percent(workload_kind w) {
+  switch (w) {
+    case workload_kind::load:
+      return 100;
+    case workload_kind::a:
+      return 50;
+    case workload_kind::b:
+      return 5;
+    case workload_kind::e:
+      return 5;
+    case workload_kind::c:
+    case workload_kind::scan:
+      return 0;
+  }
+  return 0;
+}
+
+bool is_write(std::uint64_t seed, std::uint64_t op_no, std::uint64_t percent) noexcept {
+  if (percent == 0) return false;
+  if (percent >= 100) return true;
+  return splitmix64(splitmix64(seed ^ 0x5ca1ab1e) ^ op_no) % 100 < percent;
+}
+
+}  // namespace
+
+const char* to_string(workload_kind w) noexcept {
+  switch (w) {
+    case workload_kind::load:
+      return "load";
+    case workload_kind::c:
+      return "C";
+    case workload_kind::a:
+      return "A";
+    case workload_kind::b:
+      return "B";
+    case workload_kind::e:
+      return "E";
+    case workload_kind::scan:
+      return "scan";
+  }
+  return "?";
+}
+
+const char* to_string(key_dist d) noexcept {
+  switch (d) {
+    case key_dist::uniform:
+      return "uniform";
+    case key_dist::zipf:
+      return "zipf";
+    case key_dist::sequential:
+      return "sequential";
+  }
+  return "?";
+}
+
+std::string describe(workload_kind w, std::uint64_t scan_length, tandem::scan_order order) {
+  switch (w) {
+    case workload_kind::load:
+      return "bulk load timed, then 100% insert of new keys";
+    case workload_kind::c:
+      return "100% get";
+    case workload_kind::a:
+      return "50% get, 50% put (update)";
+    case workload_kind::b:
+      return "95% get, 5% put (update)";
+    case workload_kind::e:
+      return "95% ordered scan of 1..100 keys, 5% insert of new keys";
+    case workload_kind::scan:
+      return std::string("100% ") + (order == tandem::scan_order::ordered ? "ordered" : "unordered") + " scan of " +
+             std::to_string(scan_length) + " keys";
+  }
+  return "?";
+}
+
+tandem::value_type load_value(key_type key) noexcept { return splitmix64(key ^ 0x10adu); }
+
+tandem::value_type put_value(key_type key, std::uint64_t batch_no) noexcept {
+  return splitmix64(key + (batch_no + 1) * 0x9e3779b97f4a7c15ull);
+}
+
+dataset make_dataset(const workload_spec& spec) {
+  if (spec.keys < 2) throw std::invalid_argument("--keys must be at least 2 (0 and UINT64_MAX are always loaded)");
+  if (spec.batch == 0) throw std::invalid_argument("--batch must be at least 1");
+  const std::uint64_t n = spec.keys;
+  const std::uint64_t nb = (spec.ops + spec.batch - 1) / spec.batch;
+  const std::uint64_t wpct = write_percent(spec.kind);
+
+  // Per batch: how many new keys its inserts take, and where they start.
+  std::vector<std::uint64_t> new_begin(nb + 1, 0);
+  if (writes_new_keys(spec.kind)) {
+    for (std::uint64_t b = 0; b < nb; ++b) {
+      const std::uint64_t lo = b * spec.batch, hi = std::min(spec.ops, lo + spec.batch);
+      std::uint64_t c = 0;
+      for (std::uint64_t i = lo; i < hi; ++i) c += is_write(spec.seed, i, wpct);
+      new_begin[b + 1] = new_begin[b] + c;
+    }
+  }
+  const std::uint64_t new_count = new_begin[nb];
+
+  dataset ds;
+  ds.new_keys = new_count;
+  std::vector<key_type> pool = distinct_random_keys(n - 2 + new_count, spec.seed);
+  ds.load_keys.assign(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(n - 2));
+  ds.load_keys.push_back(tandem::min_key);
+  ds.load_keys.push_back(tandem::max_key);
+  {  // put the edge keys at random places of the load order
+    std::mt19937_64 rng(splitmix64(spec.seed ^ 0xed9e));
+    std::swap(ds.load_keys[n - 2], ds.load_keys[below(rng, n - 1)]);
+    std::swap(ds.load_keys[n - 1], ds.load_keys[below(rng, n)]);
+  }
+  const std::vector<key_type> new_keys(pool.begin() + static_cast<std::ptrdiff_t>(n - 2), pool.end());
+  std::vector<key_type>().swap(pool);
+
+  ds.load_values.resize(n);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t i = r.begin(); i < r.end(); ++i) ds.load_values[i] = load_value(ds.load_keys[i]);
+  });
+
+  // Ranks in key order: the distributions pick a rank, the op gets that key.
+  std::vector<key_type> sorted = ds.load_keys;
+  tbb::parallel_sort(sorted.begin(), sorted.end());
+
+  std::unique_ptr<zipfian> zipf;
+  if (spec.dist == key_dist::zipf) zipf = std::make_unique<zipfian>(n, zipf_theta);
+
+  ds.batches.resize(nb);
+  tbb::parallel_for(std::uint64_t{0}, nb, [&](std::uint64_t b) {
+    std::mt19937_64 rng(splitmix64(splitmix64(spec.seed) ^ (b + 1)));
+    const std::uint64_t lo = b * spec.batch, hi = std::min(spec.ops, lo + spec.batch);
+    std::uint64_t next_new = new_begin[b];
+    auto pick = [&](std::uint64_t op_no) -> key_type {
+      switch (spec.dist) {
+        case key_dist::uniform:
+          return sorted[below(rng, n)];
+        case key_dist::zipf:
+          return sorted[fnv64(zipf->next(unit(rng))) % n];
+        case key_dist::sequential:
+          return sorted[op_no % n];
+      }
+      return 0;
+    };
+    std::vector<op>& ops = ds.batches[b];
+    ops.reserve(hi - lo);
+    for (std::uint64_t i = lo; i < hi; ++i) {
+      const bool write = is_write(spec.seed, i, wpct);
+      switch (spec.kind) {
+        case workload_kind::load: {
+          const key_type k = new_keys[next_new++];
+          ops.push_back({k, load_value(k), 0, op_type::insert, tandem::scan_order::ordered});
+          break;
+        }
+        case workload_kind::c:
+          ops.push_back({pick(i), 0, 0, op_type::get, tandem::scan_order::ordered});
+          break;
+        case workload_kind::a:
+        case workload_kind::b: {
+          const key_type k = pick(i);
+          if (write) {
+            ops.push_back({k, put_value(k, b), 0, op_type::put, tandem::scan_order::ordered});
+          } else {
+            ops.push_back({k, 0, 0, op_type::get, tandem::scan_order::ordered});
+          }
+          break;
+        }
+        case workload_kind::e:
+          if (write) {
+            const key_type k = new_keys[next_new++];
+            ops.push_back({k, load_value(k), 0, op_type::insert, tandem::scan_order::ordered});
+          } else {
+            const key_type k = pick(i);
+            ops.push_back({k, tandem::max_key, 1 + below(rng, e_max_scan), op_type::scan, tandem::scan_order::ordered});
+          }
+          break;
+        case workload_kind::scan:
+          ops.push_back({pick(i), tandem::max_key, spec.scan_length, op_type::scan, spec.order});
+          break;
+      }
+    }
+  });
+  return ds;
+}
+
+}  // namespace tandem_bench
