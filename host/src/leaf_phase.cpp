@@ -103,6 +103,7 @@ class range_reader {
                std::vector<entry>& out) const {
     out.clear();
     if (limit == 0) return;
+    out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(limit, 128)));
     std::size_t wi = w_.first_at_or_above(lo);
     const std::size_t wend = w_.first_above(hi);
     bool done = false;
@@ -445,6 +446,7 @@ void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route
             res.key = o.key;
             res.value = scan_out[i].size();
             res.found = !scan_out[i].empty();
+            res.scan_offset = i;  // where its entries are, until the complete phase
             break;
           case op_type::count:
             res.key = o.key;
@@ -479,22 +481,25 @@ void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route
       res.value = pt_res[i].found ? pt_res[i].value : 0;
     }
   });
-  std::vector<std::size_t> scans;  // indices into rg_*, in batch order
-  for (std::size_t i = 0; i < ranges; ++i) {
-    if (ops[rg_pos[i]].type == op_type::scan) scans.push_back(i);
+  // Scans in batch order (one sequential pass; the read phase left each
+  // scan's index into scan_out in its scan_offset), then offsets and copies.
+  std::vector<std::size_t> scans;
+  for (std::size_t p = 0; p < n; ++p) {
+    if (ops[p].type == op_type::scan && results[p].status == op_status::ok) scans.push_back(p);
   }
-  std::sort(scans.begin(), scans.end(), [&](std::size_t a, std::size_t b) { return rg_pos[a] < rg_pos[b]; });
   std::size_t total = 0;
-  for (std::size_t i : scans) {
-    results[rg_pos[i]].scan_offset = total;
-    total += scan_out[i].size();
+  std::vector<std::size_t> source(scans.size());
+  for (std::size_t s = 0; s < scans.size(); ++s) {
+    op_result& res = results[scans[s]];
+    source[s] = res.scan_offset;
+    res.scan_offset = total;
+    total += scan_out[source[s]].size();
   }
   std::vector<entry>& flat = result.mutable_scan_entries();
   flat.resize(total);
   tbb::parallel_for(std::size_t{0}, scans.size(), [&](std::size_t s) {
-    const std::size_t i = scans[s];
-    std::copy(scan_out[i].begin(), scan_out[i].end(),
-              flat.begin() + static_cast<std::ptrdiff_t>(results[rg_pos[i]].scan_offset));
+    const std::vector<entry>& from = scan_out[source[s]];
+    std::copy(from.begin(), from.end(), flat.begin() + static_cast<std::ptrdiff_t>(results[scans[s]].scan_offset));
   });
   times.complete = seconds_since(t0);
 }
