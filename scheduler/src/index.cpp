@@ -60,7 +60,31 @@ struct route_report {
   double gpu_seconds = 0;
   double cpu_seconds = 0;
   bool gpu_failed = false;
+  double gpu_rate = 0;  // the policy's moving averages after this batch
+  double cpu_rate = 0;
   device::route_timing gpu;
+};
+
+/// Buffers of one batch's route. Two exist: one batch is routed while the
+/// previous one runs its leaf phase.
+struct route_space {
+  device::pinned_array<key_type> keys;  // pinned: the GPU reads them directly
+  host::routed_batch routes;            // the batch, grouped by leaf
+  host::routed_batch cpu;               // CPU share
+  host::routed_batch fallback;          // GPU share re-routed on the CPU after a failure
+  device::pinned_array<std::uint32_t> gpu_positions, gpu_ordinals;
+};
+
+/// A batch between its route and its leaf phase.
+struct prepared {
+  job* j = nullptr;
+  route_space* space = nullptr;
+  std::shared_ptr<const inner_layout> latest;  // layout when routing started
+  std::shared_ptr<const inner_layout> on_gpu;  // the GPU's version then
+  batch_result result;
+  stage_times times;
+  route_report info;
+  std::exception_ptr failure;
 };
 
 void validate_config(const config& c) {
@@ -173,9 +197,10 @@ class index::impl {
   /// Uploads the latest layout to the GPU's idle buffer. On failure the GPU
   /// keeps routing on its older version, which stays correct (DESIGN step 6).
   void sync_gpu() {
-    if (!gpu_ || degraded_) return;
+    if (!gpu_ || degraded_.load()) return;
     try {
       gpu_->upload(*layout_);
+      std::lock_guard<std::mutex> lock(layout_mutex_);
       gpu_layout_ = layout_;
       group_sizes_.clear();
       for (int g : gpu_->group_sizes()) group_sizes_ += (group_sizes_.empty() ? "" : ",") + std::to_string(g);
@@ -186,27 +211,85 @@ class index::impl {
 
   void note_gpu_failure() {
     ++gpu_failures_;
-    if (++consecutive_failures_ >= cfg_.gpu_failure_limit) degraded_ = true;
+    if (++consecutive_failures_ >= cfg_.gpu_failure_limit) degraded_.store(true);
   }
 
-  void dispatch() {
+  // The layout pointers change in inner sync (dispatcher) while the next
+  // batch is being routed (another thread): both sides go through the lock.
+  std::shared_ptr<const inner_layout> layout_snapshot() const {
+    std::lock_guard<std::mutex> lock(layout_mutex_);
+    return layout_;
+  }
+  std::shared_ptr<const inner_layout> gpu_layout_snapshot() const {
+    std::lock_guard<std::mutex> lock(layout_mutex_);
+    return gpu_layout_;
+  }
+  void set_layout(std::shared_ptr<const inner_layout> l) {
+    std::lock_guard<std::mutex> lock(layout_mutex_);
+    layout_ = std::move(l);
+  }
+
+  /// Pops the next job, waiting for one; nullptr once stopping and drained.
+  job* pop_or_wait() {
     for (;;) {
       job* j = nullptr;
       if (queue_.pop(j)) {
         queued_.fetch_sub(1, std::memory_order_acq_rel);
-        run(j);
-        delete j;
-        continue;
+        return j;
       }
       std::unique_lock<std::mutex> lock(mutex_);
-      if (stopping_ && queued_.load(std::memory_order_acquire) == 0) return;
+      if (stopping_ && queued_.load(std::memory_order_acquire) == 0) return nullptr;
       wake_.wait(lock, [&] { return stopping_ || queued_.load(std::memory_order_acquire) > 0; });
+    }
+  }
+
+  job* try_pop() {
+    job* j = nullptr;
+    if (!queue_.pop(j)) return nullptr;
+    queued_.fetch_sub(1, std::memory_order_acq_rel);
+    return j;
+  }
+
+  /// Runs jobs in queue order. While one batch runs its leaf phase, the next
+  /// queued batch is checked and routed on another thread (DESIGN,
+  /// pipelining): on the layout version of that moment, which stays correct
+  /// after the first batch's splits because ops follow right links.
+  void dispatch() {
+    std::unique_ptr<prepared> ready;
+    job* held = nullptr;  // a non-batch job popped while looking ahead
+    for (;;) {
+      if (!ready) {
+        job* j = held ? held : pop_or_wait();
+        held = nullptr;
+        if (!j) return;
+        if (j->type != job::kind::batch) {
+          run(j);
+          delete j;
+          continue;
+        }
+        ready = prepare(j, spaces_[next_space_]);
+        next_space_ ^= 1;
+      }
+      std::future<std::unique_ptr<prepared>> next;
+      if (job* j2 = try_pop()) {
+        if (j2->type == job::kind::batch) {
+          route_space& space = spaces_[next_space_];
+          next_space_ ^= 1;
+          next = std::async(std::launch::async, [this, j2, &space] { return prepare(j2, space); });
+        } else {
+          held = j2;
+        }
+      }
+      finish(*ready);
+      delete ready->j;
+      ready.reset();
+      if (next.valid()) ready = next.get();
     }
   }
 
   void run(job* j) {
     switch (j->type) {
-      case job::kind::batch: run_batch(*j); break;
+      case job::kind::batch: break;  // batches go through prepare() and finish()
       case job::kind::load:
         try {
           arena_.execute([&] { load(j->pairs); });
@@ -226,38 +309,53 @@ class index::impl {
     }
   }
 
-  void run_batch(job& j) {
-    batch_result result;
-    std::exception_ptr failure;
-    stage_times times;
-    std::uint64_t splits = 0;
-    route_report route_info;
-    const std::size_t n = j.ops.size();
+  /// Checks and routes one batch (exceptions are kept for finish()).
+  std::unique_ptr<prepared> prepare(job* j, route_space& space) {
+    auto p = std::make_unique<prepared>();
+    p->j = j;
+    p->space = &space;
+    p->latest = layout_snapshot();
+    p->on_gpu = gpu_layout_snapshot();
     try {
-      arena_.execute([&] { execute(j.ops, result, times, splits, route_info); });
+      arena_.execute([&] { check_and_route(*p); });
     } catch (...) {
-      failure = std::current_exception();
-      result = batch_result();
-      // The batch may have split leaves before failing: bring the leaf table
-      // and inner layout back in line with the leaves so the index stays
-      // consistent for the next batch.
+      p->failure = std::current_exception();
+    }
+    return p;
+  }
+
+  /// Leaf phase, inner sync, stats and answer of a prepared batch.
+  void finish(prepared& p) {
+    job& j = *p.j;
+    std::uint64_t splits = 0;
+    const std::size_t n = j.ops.size();
+    if (!p.failure) {
       try {
-        arena_.execute([&] { rebuild_table_from_store(); });
+        arena_.execute([&] { run_leaves(p, splits); });
       } catch (...) {
+        p.failure = std::current_exception();
+        // The batch may have split leaves before failing: bring the leaf table
+        // and inner layout back in line with the leaves so the index stays
+        // consistent for the next batch.
+        try {
+          arena_.execute([&] { rebuild_table_from_store(); });
+        } catch (...) {
+        }
       }
     }
+    batch_result result = p.failure ? batch_result() : std::move(p.result);
     result.set_sequence(sequence_++);
-    publish_stats(times, n, &j.ops, failure != nullptr, splits, result.invalid_count(), &route_info);
+    publish_stats(p.times, n, &j.ops, p.failure != nullptr, splits, result.invalid_count(), &p.info);
     if (j.done) {
       try {
-        j.done(std::move(result), failure);
+        j.done(std::move(result), p.failure);
       } catch (const std::exception& e) {
         note_callback_error(e.what());
       } catch (...) {
         note_callback_error("unknown exception");
       }
-    } else if (failure) {
-      j.promise.set_exception(failure);
+    } else if (p.failure) {
+      j.promise.set_exception(p.failure);
     } else {
       j.promise.set_value(std::move(result));
     }
@@ -269,16 +367,18 @@ class index::impl {
     stats_.last_callback_error = what;
   }
 
-  /// Runs one batch: validate, route, leaf phase, inner sync.
-  void execute(const batch& b, batch_result& result, stage_times& times, std::uint64_t& split_count,
-               route_report& route_info) {
+  /// DESIGN steps 1-2 of one batch: check the ops, route the keys.
+  void check_and_route(prepared& p) {
+    const batch& b = p.j->ops;
+    batch_result& result = p.result;
+    stage_times& times = p.times;
     const std::size_t n = b.size();
     auto t0 = clock_type::now();
     std::vector<op_result>& results = result.mutable_results();
     results.resize(n);
     std::vector<op_type>& types = result.mutable_types();
     types.resize(n);
-    device::pinned_array<key_type>& keys = keys_in_;
+    device::pinned_array<key_type>& keys = p.space->keys;
     keys.resize(n);
     const op* ops = b.ops().data();
     // Checks in parallel; the (rare) invalid ops are collected, then sorted.
@@ -311,11 +411,20 @@ class index::impl {
     if (n == 0) return;
 
     t0 = clock_type::now();
-    route(keys, route_info);
+    route(p);
     times.route = seconds_since(t0);
+  }
 
-    const host::route_groups groups{routes_.positions.data(), routes_.group_begin.data(), routes_.group_leaf.data(),
-                                    routes_.group_count()};
+  /// DESIGN steps 3-7: leaf phase, key count, inner sync.
+  void run_leaves(prepared& p, std::uint64_t& split_count) {
+    const op* ops = p.j->ops.ops().data();
+    const std::size_t n = p.j->ops.size();
+    batch_result& result = p.result;
+    stage_times& times = p.times;
+    if (n == 0) return;
+    const host::routed_batch& routes = p.space->routes;
+    const host::route_groups groups{routes.positions.data(), routes.group_begin.data(), routes.group_leaf.data(),
+                                    routes.group_count()};
     std::vector<host::split_record> splits;
     host::leaf_phase_times lt;
     host::run_leaf_phase(store_, ops, n, groups, result, splits, lt);
@@ -336,7 +445,7 @@ class index::impl {
     }
     keys_.store(static_cast<std::size_t>(static_cast<std::int64_t>(keys_.load()) + delta), std::memory_order_release);
 
-    t0 = clock_type::now();
+    auto t0 = clock_type::now();
     split_count = splits.size();
     if (!splits.empty()) inner_sync(splits);
     times.sync = seconds_since(t0);
@@ -347,43 +456,48 @@ class index::impl {
   /// GPU while the CPU workers route the rest, both on the same layout
   /// version; the two groupings are merged by leaf ordinal. A GPU failure
   /// re-routes the GPU's share on the CPU.
-  void route(const device::pinned_array<key_type>& keys, route_report& info) {
+  void route(prepared& p) {
+    route_space& sp = *p.space;
+    route_report& info = p.info;
+    const device::pinned_array<key_type>& keys = sp.keys;
     const std::size_t n = keys.size();
     double share = auto_share_.load() ? policy_.share() : fixed_share_.load();
-    if (!gpu_ || degraded_ || !gpu_layout_ || n < cfg_.min_gpu_batch) share = 0;
+    if (!gpu_ || degraded_.load() || !p.on_gpu || n < cfg_.min_gpu_batch) share = 0;
     const std::size_t m = std::min(n, static_cast<std::size_t>(std::llround(share * static_cast<double>(n))));
     if (m == 0) {
       const auto t0 = clock_type::now();
-      host::route_cpu(layout_->view(), keys.data(), n, routes_);
+      host::route_cpu(p.latest->view(), keys.data(), n, sp.routes);
       info.cpu_seconds = seconds_since(t0);
       info.cpu_keys = n;
       return;
     }
-    const std::shared_ptr<const inner_layout> version = gpu_layout_;  // both sides route on it
-    gpu_positions_.resize(m);
-    gpu_ordinals_.resize(m);
+    const inner_layout& version = *p.on_gpu;  // both sides route on it
+    sp.gpu_positions.resize(m);
+    sp.gpu_ordinals.resize(m);
     std::future<double> gpu_side = std::async(std::launch::async, [&] {
       const auto t0 = clock_type::now();
-      gpu_->route(keys.data(), m, gpu_positions_.data(), gpu_ordinals_.data(), &info.gpu);
+      gpu_->route(keys.data(), m, sp.gpu_positions.data(), sp.gpu_ordinals.data(), &info.gpu);
       return seconds_since(t0);
     });
     const auto t0 = clock_type::now();
-    host::route_cpu(version->view(), keys.data() + m, n - m, cpu_routes_);
+    host::route_cpu(version.view(), keys.data() + m, n - m, sp.cpu);
     info.cpu_seconds = seconds_since(t0);
     info.cpu_keys = n - m;
     try {
       info.gpu_seconds = gpu_side.get();
       info.gpu_keys = m;
-      consecutive_failures_ = 0;
+      consecutive_failures_.store(0);
     } catch (const std::exception&) {
       note_gpu_failure();
       info.gpu_failed = true;
-      host::route_cpu(version->view(), keys.data(), m, fallback_routes_);
-      flatten(fallback_routes_, gpu_positions_, gpu_ordinals_);
+      host::route_cpu(version.view(), keys.data(), m, sp.fallback);
+      flatten(sp.fallback, sp.gpu_positions, sp.gpu_ordinals);
       info.cpu_keys = n;
     }
     if (!info.gpu_failed) policy_.observe(info.gpu_keys, info.gpu_seconds, info.cpu_keys, info.cpu_seconds);
-    merge_routes(*version, m);
+    info.gpu_rate = policy_.gpu_rate();
+    info.cpu_rate = policy_.cpu_rate();
+    merge_routes(version, m, sp);
   }
 
   /// (position, ordinal) pairs grouped by ordinal, from a routed batch.
@@ -397,12 +511,14 @@ class index::impl {
     }
   }
 
-  /// routes_ = the GPU's pairs (positions 0..m-1) and the CPU's groups
+  /// sp.routes = the GPU's pairs (positions 0..m-1) and the CPU's groups
   /// (positions m..n-1), one group per ordinal, in ordinal order.
-  void merge_routes(const inner_layout& version, std::size_t m) {
+  void merge_routes(const inner_layout& version, std::size_t m, route_space& sp) {
     const std::vector<leaf_id>& leaf_ids = version.leaf_ids();
-    host::routed_batch& out = routes_;
-    const host::routed_batch& cpu = cpu_routes_;
+    host::routed_batch& out = sp.routes;
+    const host::routed_batch& cpu = sp.cpu;
+    const device::pinned_array<std::uint32_t>& gpu_ordinals = sp.gpu_ordinals;
+    const device::pinned_array<std::uint32_t>& gpu_positions = sp.gpu_positions;
     out.positions.resize(m + cpu.size());
     out.group_begin.clear();
     out.group_ordinal.clear();
@@ -412,11 +528,11 @@ class index::impl {
     const std::size_t groups = cpu.group_count();
     constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
     while (i < m || g < groups) {
-      const std::uint32_t ord = std::min(i < m ? gpu_ordinals_[i] : none, g < groups ? cpu.group_ordinal[g] : none);
+      const std::uint32_t ord = std::min(i < m ? gpu_ordinals[i] : none, g < groups ? cpu.group_ordinal[g] : none);
       out.group_begin.push_back(static_cast<std::uint32_t>(o));
       out.group_ordinal.push_back(ord);
       out.group_leaf.push_back(leaf_ids[ord]);
-      for (; i < m && gpu_ordinals_[i] == ord; ++i) out.positions[o++] = gpu_positions_[i];
+      for (; i < m && gpu_ordinals[i] == ord; ++i) out.positions[o++] = gpu_positions[i];
       if (g < groups && cpu.group_ordinal[g] == ord) {
         for (std::uint32_t k = cpu.group_begin[g]; k < cpu.group_begin[g + 1]; ++k) {
           out.positions[o++] = cpu.positions[k] + offset;
@@ -451,16 +567,16 @@ class index::impl {
     }
     table_.low_keys = std::move(low);
     table_.ids = std::move(ids);
-    layout_ = std::make_shared<const inner_layout>(
-        inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout));
+    set_layout(std::make_shared<const inner_layout>(
+        inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout)));
     sync_gpu();
     ++inner_syncs_;
   }
 
   void rebuild_table_from_store() {
     table_ = store_.table();
-    layout_ = std::make_shared<const inner_layout>(
-        inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout));
+    set_layout(std::make_shared<const inner_layout>(
+        inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout)));
     sync_gpu();
     keys_.store(store_.size(), std::memory_order_release);
   }
@@ -517,11 +633,13 @@ class index::impl {
       stats_.cpu_route = r->cpu_seconds;
     }
     stats_.gpu_share_auto = auto_share_.load();
-    stats_.gpu_degraded = degraded_;
+    stats_.gpu_degraded = degraded_.load();
     stats_.gpu_failures = gpu_failures_;
     stats_.gpu_group_sizes = group_sizes_;
-    stats_.gpu_rate = policy_.gpu_rate();
-    stats_.cpu_rate = policy_.cpu_rate();
+    if (r && (r->gpu_rate > 0 || r->cpu_rate > 0)) {
+      stats_.gpu_rate = r->gpu_rate;
+      stats_.cpu_rate = r->cpu_rate;
+    }
     if (b) {
       ++stats_.batches;
       stats_.failed_batches += failed;
@@ -542,7 +660,7 @@ class index::impl {
     stats_.inner_height = layout_->height();
     stats_.inner_bytes = layout_->bytes();
     stats_.threads = threads_;
-    stats_.device = degraded_ ? device_ + " [degraded: routing on the CPU]" : device_;
+    stats_.device = degraded_.load() ? device_ + " [degraded: routing on the CPU]" : device_;
   }
 
   config cfg_;
@@ -555,16 +673,14 @@ class index::impl {
   host::leaf_table table_;
   std::shared_ptr<const inner_layout> layout_;      // latest version
   std::shared_ptr<const inner_layout> gpu_layout_;  // version on the GPU
-  host::routed_batch routes_;           // the batch, grouped by leaf
-  host::routed_batch cpu_routes_;       // CPU share
-  host::routed_batch fallback_routes_;  // GPU share re-routed on the CPU
-  device::pinned_array<key_type> keys_in_;  // pinned: the GPU reads them directly
-  device::pinned_array<std::uint32_t> gpu_positions_, gpu_ordinals_;
+  mutable std::mutex layout_mutex_;      // guards layout_ and gpu_layout_ (the pointers)
+  route_space spaces_[2];               // one batch routes while the previous runs its leaves
+  int next_space_ = 0;
   std::unique_ptr<device::gpu_router> gpu_;
-  scheduler::share_policy policy_;
-  int consecutive_failures_ = 0;
-  bool degraded_ = false;
-  std::uint64_t gpu_failures_ = 0;
+  scheduler::share_policy policy_;      // used by one route at a time
+  std::atomic<int> consecutive_failures_{0};
+  std::atomic<bool> degraded_{false};
+  std::atomic<std::uint64_t> gpu_failures_{0};
   std::string group_sizes_;
   std::atomic<bool> auto_share_{true};
   std::atomic<double> fixed_share_{0.0};

@@ -11,6 +11,8 @@
 
 #include "support/keys.hpp"
 
+#include "support/tables.hpp"
+
 #include <gtest/gtest.h>
 
 #if defined(TANDEM_HAS_CUDA)
@@ -42,46 +44,10 @@ using namespace tandem::device;
     }                                                                            \
   } while (0)
 
-struct table {
-  std::vector<key_type> low_keys;
-  std::vector<leaf_id> ids;
-  [[nodiscard]] std::size_t size() const { return ids.size(); }
-};
-
-/// `leaves` random strictly increasing low keys from 0 (the last one
-/// UINT64_MAX when `with_max`), with runs of adjacent keys; shuffled ids.
-table random_table(std::size_t leaves, std::uint64_t seed, bool with_max) {
-  std::mt19937_64 rng(seed);
-  std::vector<key_type> keys = {min_key};
-  if (with_max && leaves > 1) keys.push_back(max_key);
-  while (keys.size() < leaves) {
-    for (std::size_t i = leaves - keys.size(); i > 0; --i) {
-      const key_type k = rng();
-      keys.push_back(k);
-      if (rng() % 8 == 0 && k < max_key - 4) {
-        for (key_type d = 1; d <= 3; ++d) keys.push_back(k + d);
-      }
-    }
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  }
-  keys.erase(keys.begin() + 1, keys.begin() + 1 + static_cast<std::ptrdiff_t>(keys.size() - leaves));
-  table t;
-  t.low_keys = keys;
-  for (std::size_t i = 0; i < leaves; ++i) t.ids.push_back(static_cast<leaf_id>(1000 + 3 * i));
-  std::shuffle(t.ids.begin(), t.ids.end(), rng);
-  return t;
-}
-
-inner_layout build(const table& t, int fanout) {
-  return inner_layout::build(t.low_keys.data(), t.ids.data(), t.size(), fanout);
-}
-
-std::uint32_t reference(const table& t, key_type key) {
-  return static_cast<std::uint32_t>(std::upper_bound(t.low_keys.begin(), t.low_keys.end(), key) -
-                                    t.low_keys.begin()) -
-         1;
-}
+using test::build;
+using test::random_table;
+using test::reference;
+using test::table;
 
 enum class pattern { uniform, clustered, all_equal, edges, separators };
 

@@ -6,6 +6,8 @@
 
 #include "support/keys.hpp"
 
+#include "support/tables.hpp"
+
 #include <gtest/gtest.h>
 #include <oneapi/tbb/task_arena.h>
 
@@ -22,35 +24,9 @@ namespace {
 using namespace tandem;
 using namespace tandem::host;
 
-struct table {
-  std::vector<key_type> low_keys;
-  std::vector<leaf_id> ids;
-};
-
-/// Random strictly increasing low keys from 0 (the last is UINT64_MAX when
-/// `with_max`), shuffled distinct ids.
-table random_table(std::size_t leaves, std::uint64_t seed, bool with_max) {
-  std::mt19937_64 rng(seed);
-  std::vector<key_type> keys = {min_key};
-  if (with_max && leaves > 1) keys.push_back(max_key);
-  while (keys.size() < leaves) {
-    for (std::size_t i = leaves - keys.size(); i > 0; --i) keys.push_back(rng());
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  }
-  keys.erase(keys.begin() + 1, keys.begin() + 1 + static_cast<std::ptrdiff_t>(keys.size() - leaves));
-  table t;
-  t.low_keys = keys;
-  for (std::size_t i = 0; i < leaves; ++i) t.ids.push_back(static_cast<leaf_id>(1000 + 3 * i));
-  std::shuffle(t.ids.begin(), t.ids.end(), rng);
-  return t;
-}
-
-std::uint32_t reference(const table& t, key_type key) {
-  return static_cast<std::uint32_t>(std::upper_bound(t.low_keys.begin(), t.low_keys.end(), key) -
-                                    t.low_keys.begin()) -
-         1;
-}
+using test::random_table;
+using test::reference;
+using test::table;
 
 /// Checks every invariant of routed_batch and every op against the reference.
 void expect_routed(const routed_batch& r, const std::vector<key_type>& keys, const table& t) {
