@@ -37,6 +37,15 @@ class model {
 
   [[nodiscard]] std::size_t size() const { return data_.size(); }
 
+  /// The model's value of `key` (for checking the GPU sorted array's gets):
+  /// true and `value` set when present.
+  [[nodiscard]] bool find(tandem::key_type key, tandem::value_type& value) const {
+    const auto it = data_.find(key);
+    if (it == data_.end()) return false;
+    value = it->second;
+    return true;
+  }
+
  private:
   absl::btree_map<tandem::key_type, tandem::value_type> data_;
   std::vector<tandem::entry> scan_;

@@ -288,4 +288,20 @@ dataset make_dataset(const workload_spec& spec) {
   return ds;
 }
 
+std::vector<std::vector<op>> make_warmup_batches(const dataset& ds, std::uint64_t batch, std::uint64_t count,
+                                                 std::uint64_t seed) {
+  std::vector<std::vector<op>> out(count);
+  const std::uint64_t n = ds.load_keys.size();
+  if (n == 0) return out;
+  tbb::parallel_for(std::uint64_t{0}, count, [&](std::uint64_t b) {
+    std::mt19937_64 rng(splitmix64(splitmix64(seed ^ 0x3a53u) ^ (b + 1)));
+    std::vector<op>& ops = out[b];
+    ops.reserve(batch);
+    for (std::uint64_t i = 0; i < batch; ++i) {
+      ops.push_back({ds.load_keys[below(rng, n)], 0, 0, op_type::get, tandem::scan_order::ordered});
+    }
+  });
+  return out;
+}
+
 }  // namespace tandem_bench

@@ -61,4 +61,11 @@ struct dataset {
 /// Builds the dataset (parallel, deterministic for a given spec).
 [[nodiscard]] dataset make_dataset(const workload_spec& spec);
 
+/// `count` batches of `batch` gets of uniformly drawn loaded keys (own seed,
+/// apart from the measured ops): untimed warm-up batches that route like
+/// any batch but change nothing, so they may run before a measured run of
+/// any workload without changing its answers.
+[[nodiscard]] std::vector<std::vector<tandem::op>> make_warmup_batches(const dataset& ds, std::uint64_t batch,
+                                                                       std::uint64_t count, std::uint64_t seed);
+
 }  // namespace tandem_bench

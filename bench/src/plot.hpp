@@ -1,0 +1,41 @@
+#pragma once
+/// @file
+/// tandem-bench's plot of a GPU-share sweep: throughput (M ops/s) against
+/// the GPU share, one point per fixed share, the automatic point at the
+/// share it used, the share actually used on a second axis, and each
+/// baseline as a horizontal line. Written as a self-contained gnuplot script
+/// (the data inline) next to the PNG, FILE.gp for FILE.png, and rendered
+/// with gnuplot when one is found: the path CMake's find_program saw at
+/// build time (TANDEM_BENCH_GNUPLOT), else `gnuplot` on PATH. Without
+/// gnuplot only the script is written and the caller is told so.
+
+#include "report.hpp"
+
+#include <string>
+#include <vector>
+
+namespace tandem_bench {
+
+/// What became of a plot, one line for stdout.
+struct plot_outcome {
+  bool rendered = false;
+  std::string message;
+};
+
+/// @brief Plots the sweep rows of `rows` (objects as written to --csv/--json:
+///        rows with "sweep" = "share" are tandem's points, every other row a
+///        baseline) into `png`.
+/// @throws std::runtime_error when the script cannot be written or the rows
+///         hold no sweep point
+plot_outcome plot_share_sweep(const std::vector<json>& rows, const std::string& png);
+
+/// @brief Reads a CSV written by write_csv back into rows: numbers become
+///        numbers, true/false booleans, empty fields null.
+/// @throws std::runtime_error when the file cannot be read or a row's field
+///         count differs from the header's
+[[nodiscard]] std::vector<json> read_csv(const std::string& path);
+
+/// The gnuplot found at run time, or "" (see the file comment).
+[[nodiscard]] std::string find_gnuplot();
+
+}  // namespace tandem_bench

@@ -1,0 +1,63 @@
+#pragma once
+/// @file
+/// One timed run of tandem in tandem-bench: the batches go through
+/// `index::submit(batch, callback)` with up to K in flight, timed from the
+/// first submit to the last result. The callback runs on the index's
+/// dispatcher right after the batch's stats were published and before the
+/// next batch starts, so `index::stats()` read there belongs to exactly that
+/// batch: that is how the per-batch GPU route fields (gpu_upload, gpu_sort,
+/// gpu_kernel, gpu_download, gpu_route, cpu_route: "of the latest batch" in
+/// tandem::stats) are summed over a run.
+
+#include "baselines.hpp"
+
+#include <tandem/tandem.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem_bench {
+
+/// tandem::stats' per-batch routing fields, summed over a run's batches
+/// (seconds). The four GPU stages are GPU event times whose chunks overlap;
+/// gpu_route and cpu_route are the wall times of the two sides of the route
+/// stage, which run at the same time.
+struct route_sums {
+  double gpu_upload = 0, gpu_sort = 0, gpu_kernel = 0, gpu_download = 0;
+  double gpu_route = 0, cpu_route = 0;
+};
+
+struct tandem_figures {
+  run_figures run;
+  tandem::stage_times stages;  ///< summed over the run's batches
+  route_sums route;            ///< summed over the run's batches
+  std::uint64_t gpu_keys = 0;  ///< keys routed on the GPU in the run
+  std::uint64_t cpu_keys = 0;  ///< keys routed on the CPU in the run (GPU failures re-routed included)
+  double last_share = 0;       ///< stats().gpu_share after the last batch
+  std::uint64_t splits = 0;
+  std::uint64_t gpu_failures = 0;  ///< GPU routes that failed in the run
+  tandem::stats after;             ///< the index's stats after the run
+  std::vector<tandem::batch_result> kept;  ///< every result, when asked to keep them
+
+  /// Share of the run's keys routed on the GPU: the batch-size-weighted mean
+  /// of stats().gpu_share over the run's batches.
+  [[nodiscard]] double share_used() const noexcept {
+    const std::uint64_t all = gpu_keys + cpu_keys;
+    return all ? static_cast<double>(gpu_keys) / static_cast<double>(all) : 0.0;
+  }
+};
+
+/// @brief Runs `batches` on `idx` (tandem::batch objects are built from them
+///        before timing) with at most `inflight` batches queued.
+/// @param label progress-bar label
+/// @throws std::runtime_error naming the first batch that failed, once every
+///         batch in flight has completed
+[[nodiscard]] tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tandem::op>>& batches,
+                                        std::size_t inflight, bool keep_results, const std::string& label);
+
+/// `a - b`, field by field.
+[[nodiscard]] tandem::stage_times stage_difference(const tandem::stage_times& a, const tandem::stage_times& b);
+
+}  // namespace tandem_bench
