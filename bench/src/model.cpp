@@ -53,7 +53,7 @@ std::uint64_t model::check(const std::vector<op>& ops, const tandem::batch_resul
   std::vector<entry> sorted_got;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const op& o = ops[i];
-    op_result want;
+    op_result want{};
     want.key = o.key;
     scan_.clear();
     const bool invalid = (o.type == op_type::scan || o.type == op_type::count) &&

@@ -1,5 +1,7 @@
 #include <tandem/host/leaf_phase.hpp>
 
+#include <tandem/host/detail/scratch.hpp>
+
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/parallel_for.h>
@@ -43,26 +45,20 @@ op_kind to_kind(op_type t) noexcept {
   }
 }
 
-/// The batch's writes in (key, position) order.
+/// The batch's writes in (key, position) order (arrays of the workspace).
 struct write_list {
-  std::vector<key_type> key;
-  std::vector<std::uint32_t> pos;
-  std::vector<value_type> value;
-  std::vector<op_type> type;
-  std::vector<leaf_id> leaf;  ///< routed leaf (owns the key or lies left of its owner)
+  key_type* key = nullptr;
+  std::uint32_t* pos = nullptr;
+  value_type* value = nullptr;
+  op_type* type = nullptr;
+  leaf_id* leaf = nullptr;  ///< routed leaf (owns the key or lies left of its owner)
+  std::size_t n = 0;
 
-  void resize(std::size_t n) {
-    key.resize(n);
-    pos.resize(n);
-    value.resize(n);
-    type.resize(n);
-    leaf.resize(n);
-  }
   [[nodiscard]] std::size_t first_at_or_above(key_type k) const {
-    return static_cast<std::size_t>(std::lower_bound(key.begin(), key.end(), k) - key.begin());
+    return static_cast<std::size_t>(std::lower_bound(key, key + n, k) - key);
   }
   [[nodiscard]] std::size_t first_above(key_type k) const {
-    return static_cast<std::size_t>(std::upper_bound(key.begin(), key.end(), k) - key.begin());
+    return static_cast<std::size_t>(std::upper_bound(key, key + n, k) - key);
   }
   /// End of the run of writes to key[i].
   [[nodiscard]] std::size_t run_end(std::size_t i, std::size_t limit) const {
@@ -259,14 +255,14 @@ class fenwick {
 /// the writes before it. Few writes per count: one lookup per written key in
 /// range. Many: one sweep over positions with a Fenwick tree over written
 /// keys, O((writes + counts) log writes) instead of O(writes x counts).
-void patch_counts(const leaf_store& store, const op* ops, const std::vector<std::uint32_t>& rg_pos,
-                  const std::vector<leaf_id>& rg_leaf, const write_list& w, const range_reader& reader,
-                  std::vector<op_result>& results) {
+void patch_counts(const leaf_store& store, const op* ops, const std::uint32_t* rg_pos, std::size_t ranges,
+                  const leaf_id* rg_leaf, const write_list& w, const range_reader& reader,
+                  op_result_vector& results) {
   std::vector<std::size_t> counts;
-  for (std::size_t i = 0; i < rg_pos.size(); ++i) {
+  for (std::size_t i = 0; i < ranges; ++i) {
     if (ops[rg_pos[i]].type == op_type::count) counts.push_back(i);
   }
-  if (counts.empty() || w.key.empty()) {
+  if (counts.empty() || w.n == 0) {
     for (std::size_t i : counts) results[rg_pos[i]].found = results[rg_pos[i]].value != 0;
     return;
   }
@@ -275,7 +271,7 @@ void patch_counts(const leaf_store& store, const op* ops, const std::vector<std:
     const op& o = ops[rg_pos[i]];
     direct_cost += w.first_above(o.arg) - w.first_at_or_above(o.key);
   }
-  const std::size_t n_writes = w.key.size();
+  const std::size_t n_writes = w.n;
   const std::uint64_t sweep_cost = 4 * (n_writes + counts.size()) * (1 + static_cast<std::uint64_t>(std::log2(n_writes)));
   if (direct_cost <= sweep_cost) {
     tbb::parallel_for(std::size_t{0}, counts.size(), [&](std::size_t c) {
@@ -337,11 +333,39 @@ void patch_counts(const leaf_store& store, const op* ops, const std::vector<std:
   }
 }
 
+/// An op gathered into group order, with its batch position.
+struct grouped_op {
+  op o;
+  std::uint32_t pos;
+  bool operator<(const grouped_op& x) const noexcept { return o.key < x.o.key || (o.key == x.o.key && pos < x.pos); }
+};
+
 }  // namespace
 
+struct leaf_phase_workspace::buffers {
+  detail::scratch<grouped_op> sorted;
+  detail::scratch<point_op> pt_ops;
+  detail::scratch<std::uint32_t> pt_pos;
+  detail::scratch<point_result> pt_res;
+  detail::scratch<std::uint32_t> rg_pos;
+  detail::scratch<leaf_id> rg_leaf;
+  detail::scratch<key_type> w_key;
+  detail::scratch<std::uint32_t> w_pos;
+  detail::scratch<value_type> w_value;
+  detail::scratch<op_type> w_type;
+  detail::scratch<leaf_id> w_leaf;
+  std::vector<std::size_t> n_point, n_range, n_write;
+  std::vector<char> has_ordered_read;
+};
+
+leaf_phase_workspace::leaf_phase_workspace() : buffers_(std::make_unique<buffers>()) {}
+leaf_phase_workspace::~leaf_phase_workspace() = default;
+
 void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route_groups& groups,
-                    batch_result& result, std::vector<split_record>& splits, leaf_phase_times& times) {
-  std::vector<op_result>& results = result.mutable_results();
+                    batch_result& result, std::vector<split_record>& splits, leaf_phase_times& times,
+                    leaf_phase_workspace& workspace) {
+  leaf_phase_workspace::buffers& ws = workspace.get();
+  op_result_vector& results = result.mutable_results();
   const std::size_t g_count = groups.groups;
 
   // ---- 1. order -------------------------------------------------------------
@@ -349,19 +373,20 @@ void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route
   // One random gather of the ops into group order; everything after reads
   // the gathered copies sequentially. Each group is then sorted by (key,
   // position) in place.
-  struct grouped_op {
-    op o;
-    std::uint32_t pos;
-    bool operator<(const grouped_op& x) const noexcept { return o.key < x.o.key || (o.key == x.o.key && pos < x.pos); }
-  };
-  std::vector<grouped_op> sorted(n);
-  std::vector<std::size_t> n_point(g_count + 1, 0), n_range(g_count + 1, 0), n_write(g_count + 1, 0);
-  std::vector<char> has_ordered_read(g_count, 0);
+  grouped_op* const sorted = ws.sorted.get(n);
+  std::vector<std::size_t>& n_point = ws.n_point;
+  std::vector<std::size_t>& n_range = ws.n_range;
+  std::vector<std::size_t>& n_write = ws.n_write;
+  n_point.assign(g_count + 1, 0);
+  n_range.assign(g_count + 1, 0);
+  n_write.assign(g_count + 1, 0);
+  std::vector<char>& has_ordered_read = ws.has_ordered_read;
+  has_ordered_read.assign(g_count, 0);
   tbb::parallel_for(std::size_t{0}, g_count, [&](std::size_t g) {
     const std::size_t b = groups.group_begin[g], e = groups.group_begin[g + 1];
     for (std::size_t i = b; i < e; ++i) sorted[i] = {ops[groups.positions[i]], groups.positions[i]};
-    const auto first = sorted.begin() + static_cast<std::ptrdiff_t>(b);
-    const auto last = sorted.begin() + static_cast<std::ptrdiff_t>(e);
+    grouped_op* const first = sorted + b;
+    grouped_op* const last = sorted + e;
     if (e - b >= parallel_sort_threshold) {
       tbb::parallel_sort(first, last);
     } else {
@@ -385,13 +410,18 @@ void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route
   std::exclusive_scan(n_range.begin(), n_range.end(), n_range.begin(), std::size_t{0});
   std::exclusive_scan(n_write.begin(), n_write.end(), n_write.begin(), std::size_t{0});
   const std::size_t points = n_point[g_count], ranges = n_range[g_count];
-  std::vector<point_op> pt_ops(points);
-  std::vector<std::uint32_t> pt_pos(points);
-  std::vector<point_result> pt_res(points);
-  std::vector<std::uint32_t> rg_pos(ranges);
-  std::vector<leaf_id> rg_leaf(ranges);
+  point_op* const pt_ops = ws.pt_ops.get(points);
+  std::uint32_t* const pt_pos = ws.pt_pos.get(points);
+  point_result* const pt_res = ws.pt_res.get(points);
+  std::uint32_t* const rg_pos = ws.rg_pos.get(ranges);
+  leaf_id* const rg_leaf = ws.rg_leaf.get(ranges);
   write_list writes;
-  writes.resize(n_write[g_count]);
+  writes.n = n_write[g_count];
+  writes.key = ws.w_key.get(writes.n);
+  writes.pos = ws.w_pos.get(writes.n);
+  writes.value = ws.w_value.get(writes.n);
+  writes.type = ws.w_type.get(writes.n);
+  writes.leaf = ws.w_leaf.get(writes.n);
   tbb::parallel_for(std::size_t{0}, g_count, [&](std::size_t g) {
     std::size_t pi = n_point[g], ri = n_range[g], wi = n_write[g];
     for (std::size_t i = groups.group_begin[g], e = groups.group_begin[g + 1]; i < e; ++i) {
@@ -456,7 +486,7 @@ void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route
         }
       }
     });
-    patch_counts(store, ops, rg_pos, rg_leaf, writes, reader, results);
+    patch_counts(store, ops, rg_pos, ranges, rg_leaf, writes, reader, results);
   }
   times.read = seconds_since(t0);
 
@@ -466,7 +496,7 @@ void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route
   tbb::parallel_for(std::size_t{0}, g_count, [&](std::size_t g) {
     const std::size_t b = n_point[g], e = n_point[g + 1];
     if (b == e) return;
-    store.apply(groups.group_leaf[g], pt_ops.data() + b, e - b, pt_res.data() + b, &local_splits.local());
+    store.apply(groups.group_leaf[g], pt_ops + b, e - b, pt_res + b, &local_splits.local());
   });
   for (auto& v : local_splits) splits.insert(splits.end(), v.begin(), v.end());
   times.leaf = seconds_since(t0);
@@ -495,7 +525,7 @@ void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route
     res.scan_offset = total;
     total += scan_out[source[s]].size();
   }
-  std::vector<entry>& flat = result.mutable_scan_entries();
+  entry_vector& flat = result.mutable_scan_entries();
   flat.resize(total);
   tbb::parallel_for(std::size_t{0}, scans.size(), [&](std::size_t s) {
     const std::vector<entry>& from = scan_out[source[s]];

@@ -18,6 +18,7 @@
 #include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
 #include <oneapi/tbb/parallel_sort.h>
 #include <oneapi/tbb/task_arena.h>
 
@@ -374,7 +375,7 @@ class index::impl {
     stage_times& times = p.times;
     const std::size_t n = b.size();
     auto t0 = clock_type::now();
-    std::vector<op_result>& results = result.mutable_results();
+    op_result_vector& results = result.mutable_results();
     results.resize(n);
     std::vector<op_type>& types = result.mutable_types();
     types.resize(n);
@@ -388,8 +389,7 @@ class index::impl {
         const op& o = ops[i];
         types[i] = o.type;
         keys[i] = o.key;
-        results[i] = op_result{};
-        results[i].key = o.key;
+        results[i] = op_result{o.key, 0, 0, op_status::ok, false};
         if (o.type == op_type::scan || o.type == op_type::count) {
           if (o.key > o.arg) {
             bad.local().emplace_back(i, op_text(i, o) + ": lo " + std::to_string(o.key) + " > hi " +
@@ -427,7 +427,7 @@ class index::impl {
                                     routes.group_count()};
     std::vector<host::split_record> splits;
     host::leaf_phase_times lt;
-    host::run_leaf_phase(store_, ops, n, groups, result, splits, lt);
+    host::run_leaf_phase(store_, ops, n, groups, result, splits, lt, leaf_ws_);
     times.order = lt.order;
     times.read = lt.read;
     times.leaf = lt.leaf;
@@ -435,14 +435,19 @@ class index::impl {
 
     // Keys held: every put or insert that found nothing added one, every
     // erase that found its key removed one.
-    std::int64_t delta = 0;
-    const std::vector<op_result>& res = result.mutable_results();
-    for (std::size_t i = 0; i < n; ++i) {
-      if (res[i].status != op_status::ok) continue;
-      const op_type t = ops[i].type;
-      if ((t == op_type::put || t == op_type::insert) && !res[i].found) ++delta;
-      if (t == op_type::erase && res[i].found) --delta;
-    }
+    const op_result_vector& res = result.mutable_results();
+    const std::int64_t delta = tbb::parallel_reduce(
+        tbb::blocked_range<std::size_t>(0, n, 4096), std::int64_t{0},
+        [&](const tbb::blocked_range<std::size_t>& r, std::int64_t d) {
+          for (std::size_t i = r.begin(); i < r.end(); ++i) {
+            if (res[i].status != op_status::ok) continue;
+            const op_type t = ops[i].type;
+            if ((t == op_type::put || t == op_type::insert) && !res[i].found) ++d;
+            if (t == op_type::erase && res[i].found) --d;
+          }
+          return d;
+        },
+        std::plus<std::int64_t>());
     keys_.store(static_cast<std::size_t>(static_cast<std::int64_t>(keys_.load()) + delta), std::memory_order_release);
 
     auto t0 = clock_type::now();
@@ -673,6 +678,7 @@ class index::impl {
   host::leaf_table table_;
   std::shared_ptr<const inner_layout> layout_;      // latest version
   std::shared_ptr<const inner_layout> gpu_layout_;  // version on the GPU
+  host::leaf_phase_workspace leaf_ws_;  // leaf phases run one at a time
   mutable std::mutex layout_mutex_;      // guards layout_ and gpu_layout_ (the pointers)
   route_space spaces_[2];               // one batch routes while the previous runs its leaves
   int next_space_ = 0;

@@ -29,7 +29,7 @@ class index_model {
     std::vector<entry> scan;
     for (std::size_t i = 0; i < b.size(); ++i) {
       const op& o = b[i];
-      op_result want;
+      op_result want{};
       want.key = o.key;
       scan.clear();
       const bool invalid = (o.type == op_type::scan || o.type == op_type::count) &&

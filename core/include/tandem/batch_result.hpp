@@ -23,11 +23,41 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace tandem {
+
+namespace detail {
+/// An allocator whose value-less construct() default-initialises: resizing a
+/// vector of trivial elements leaves them unwritten, so the index can fill a
+/// batch's answers in parallel instead of zeroing them first on one thread.
+template <class T>
+struct default_init_allocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = default_init_allocator<U>;
+  };
+  default_init_allocator() = default;
+  template <class U>
+  default_init_allocator(const default_init_allocator<U>&) noexcept {}  // NOLINT: rebinding converts implicitly
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+}  // namespace detail
+
+/// The flat buffer of scan entries.
+using entry_vector = std::vector<entry, detail::default_init_allocator<entry>>;
 
 enum class op_status : std::uint8_t {
   ok,       ///< the op ran
@@ -36,12 +66,15 @@ enum class op_status : std::uint8_t {
 
 /// The answer to one op.
 struct op_result {
-  key_type key = 0;
-  value_type value = 0;
-  std::uint64_t scan_offset = 0;  ///< scans: first entry in the flat buffer
-  op_status status = op_status::ok;
-  bool found = false;
+  key_type key;
+  value_type value;
+  std::uint64_t scan_offset;  ///< scans: first entry in the flat buffer
+  op_status status;
+  bool found;
 };
+
+/// The answers of a batch, one per op.
+using op_result_vector = std::vector<op_result, detail::default_init_allocator<op_result>>;
 
 /// A read-only view of scan entries (std::span is C++20).
 class entry_span {
@@ -81,15 +114,15 @@ class batch_result {
   /// Number of ops with status `invalid`.
   [[nodiscard]] std::size_t invalid_count() const noexcept { return errors_.size(); }
   /// Every entry of every scan, scan after scan in batch order.
-  [[nodiscard]] const std::vector<entry>& scan_entries() const noexcept { return scan_entries_; }
+  [[nodiscard]] const entry_vector& scan_entries() const noexcept { return scan_entries_; }
   /// Place of this batch in the index's execution order (0 for the first
   /// batch an index runs): batches with lower numbers took effect before.
   [[nodiscard]] std::uint64_t sequence() const noexcept { return sequence_; }
 
   // ---- filled by the index ------------------------------------------------
   /// @cond internal
-  std::vector<op_result>& mutable_results() noexcept { return results_; }
-  std::vector<entry>& mutable_scan_entries() noexcept { return scan_entries_; }
+  op_result_vector& mutable_results() noexcept { return results_; }
+  entry_vector& mutable_scan_entries() noexcept { return scan_entries_; }
   std::vector<op_type>& mutable_types() noexcept { return types_; }
   void add_error(std::size_t i, std::string message) { errors_.emplace_back(i, std::move(message)); }
   void set_sequence(std::uint64_t s) noexcept { sequence_ = s; }
@@ -100,9 +133,9 @@ class batch_result {
     return i < types_.size() && types_[i] == op_type::scan && results_[i].status == op_status::ok;
   }
 
-  std::vector<op_result> results_;
+  op_result_vector results_;
   std::vector<op_type> types_;
-  std::vector<entry> scan_entries_;
+  entry_vector scan_entries_;
   std::vector<std::pair<std::size_t, std::string>> errors_;  // sorted by op index
   std::uint64_t sequence_ = 0;
 };

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace tandem::host {
@@ -38,6 +39,23 @@ struct route_groups {
   const std::uint32_t* group_begin = nullptr;
   const leaf_id* group_leaf = nullptr;
   std::size_t groups = 0;
+};
+
+/// Work arrays of the leaf phase, kept from batch to batch so that a batch
+/// neither allocates nor zeroes them again. One per index; not shared by two
+/// leaf phases at once.
+class leaf_phase_workspace {
+ public:
+  leaf_phase_workspace();
+  ~leaf_phase_workspace();
+  leaf_phase_workspace(const leaf_phase_workspace&) = delete;
+  leaf_phase_workspace& operator=(const leaf_phase_workspace&) = delete;
+
+  struct buffers;
+  buffers& get() noexcept { return *buffers_; }
+
+ private:
+  std::unique_ptr<buffers> buffers_;
 };
 
 struct leaf_phase_times {
@@ -54,6 +72,7 @@ struct leaf_phase_times {
 /// @param splits  gets one record per leaf split
 /// @note Uses the calling thread's TBB arena. Needs exclusive use of `store`.
 void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route_groups& groups,
-                    batch_result& result, std::vector<split_record>& splits, leaf_phase_times& times);
+                    batch_result& result, std::vector<split_record>& splits, leaf_phase_times& times,
+                    leaf_phase_workspace& workspace);
 
 }  // namespace tandem::host

@@ -1,0 +1,42 @@
+#pragma once
+// Grow-only, never-initialised buffers for per-batch work arrays: after the
+// first batches they are neither allocated nor zeroed again, and their pages
+// are already mapped.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <type_traits>
+
+namespace tandem::host::detail {
+
+template <class T>
+class scratch {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
+                "scratch holds plain data only");
+
+ public:
+  /// @return room for n elements (contents unspecified).
+  T* get(std::size_t n) {
+    if (n > capacity_) {
+      data_.reset();
+      capacity_ = 0;
+      void* p = std::malloc(std::max<std::size_t>(n, 1) * sizeof(T));
+      if (!p) throw std::bad_alloc();
+      data_.reset(static_cast<T*>(p));
+      capacity_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct release {
+    void operator()(T* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<T, release> data_;
+  std::size_t capacity_ = 0;
+};
+
+}  // namespace tandem::host::detail
