@@ -115,6 +115,7 @@ struct options {
   std::string scan_order = "ordered";
   std::size_t inflight = 4;
   int fanout = 32;
+  std::string gpu_order = "partial";
   double leaf_fill = 0.75;
   bool verify = false;
   bool baselines = true;
@@ -457,6 +458,12 @@ int main(int argc, char** argv) {
       ->type_name("K")
       ->capture_default_str();
   app.add_option("--fanout", opt.fanout, "tandem::config.fanout (16, 32 or 64)")->type_name("F")->capture_default_str();
+  app.add_option("--gpu-order", opt.gpu_order,
+                 "tandem::config.gpu_order: how the GPU orders keys before the descent: partial (sort on the top "
+                 "log2(keys/8) bits), full (all 64 bits) or none")
+      ->check(CLI::IsMember({"partial", "full", "none"}))
+      ->type_name("ORDER")
+      ->capture_default_str();
   app.add_option("--leaf-fill", opt.leaf_fill, "tandem::config.leaf_fill, in (0, 1]")
       ->type_name("X")
       ->capture_default_str();
@@ -601,6 +608,9 @@ int main(int argc, char** argv) {
   cfg.threads = threads;
   cfg.fanout = opt.fanout;
   cfg.leaf_fill = opt.leaf_fill;
+  cfg.gpu_order = opt.gpu_order == "full"   ? tandem::gpu_query_order::full_sort
+                  : opt.gpu_order == "none" ? tandem::gpu_query_order::none
+                                            : tandem::gpu_query_order::partial_sort;
   cfg.device = opt.device == "gpu"   ? tandem::device_kind::gpu
                : opt.device == "cpu" ? tandem::device_kind::cpu
                                      : tandem::device_kind::automatic;

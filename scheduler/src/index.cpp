@@ -184,7 +184,11 @@ class index::impl {
       return;
     }
     try {
-      gpu_ = std::make_unique<device::gpu_router>();
+      device::router_options options;
+      options.order = cfg_.gpu_order == gpu_query_order::full_sort ? device::aggregation::full
+                      : cfg_.gpu_order == gpu_query_order::none    ? device::aggregation::none
+                                                                   : device::aggregation::partial;
+      gpu_ = std::make_unique<device::gpu_router>(options);
       device_ = "gpu " + gpu_->name();
     } catch (const std::exception& e) {
       if (cfg_.device == device_kind::gpu) {

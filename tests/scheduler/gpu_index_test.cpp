@@ -146,31 +146,45 @@ TEST(GpuIndex, ConcurrentSubmittersAtHalfShare) {
   EXPECT_GT(idx.stats().gpu_keys, 0u);
 }
 
-TEST(GpuIndex, InnerSyncUnderHeavySplitting) {
+TEST(GpuIndex, InnerSyncUnderHeavySplittingWithRoutesInFlight) {
   TANDEM_REQUIRE_GPU();
-  tandem::index idx(gpu_config());
-  idx.set_gpu_share(0.7);
-  test::index_model model;
-  std::mt19937_64 rng(9);
-  for (int b = 0; b < 30; ++b) {
-    batch bt;
-    // Mostly inserts of new keys, clustered so that leaves split many times per batch.
-    const key_type base = rng();
-    for (int i = 0; i < 40'000; ++i) {
-      const key_type k = rng() % 3 ? base + static_cast<key_type>(i) * 3 : rng();
-      if (i % 10 == 9) {
-        bt.get(k);
-      } else {
-        bt.insert(k, static_cast<value_type>(i));
+  for (gpu_query_order order : {gpu_query_order::partial_sort, gpu_query_order::full_sort, gpu_query_order::none}) {
+    SCOPED_TRACE(::testing::Message() << "gpu order " << static_cast<int>(order));
+    config c = gpu_config();
+    c.gpu_order = order;
+    tandem::index idx(c);
+    idx.set_gpu_share(0.7);
+    std::mt19937_64 rng(9);
+    // All batches are queued at once, so each one is routed (on the layout
+    // of that moment) while the one before splits leaves and syncs.
+    std::vector<batch> batches;
+    std::vector<std::future<batch_result>> results;
+    for (int b = 0; b < 30; ++b) {
+      batch bt;
+      // Mostly inserts of new keys, clustered so that leaves split many times per batch.
+      const key_type base = rng();
+      for (int i = 0; i < 40'000; ++i) {
+        const key_type k = rng() % 3 ? base + static_cast<key_type>(i) * 3 : rng();
+        if (i % 10 == 9) {
+          bt.get(k);
+        } else {
+          bt.insert(k, static_cast<value_type>(i));
+        }
       }
+      results.push_back(idx.submit(bt));
+      batches.push_back(std::move(bt));
     }
-    ASSERT_EQ(model.check(bt, idx.execute(bt), "batch " + std::to_string(b)), 0u);
+    test::index_model model;
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+      ASSERT_EQ(model.check(batches[b], results[b].get(), "batch " + std::to_string(b)), 0u);
+    }
     ASSERT_NO_THROW(idx.verify());
+    const stats s = idx.stats();
+    EXPECT_GT(s.splits, 1000u);
+    EXPECT_GT(s.inner_syncs, 20u);
+    EXPECT_EQ(s.gpu_failures, 0u);
+    EXPECT_GT(s.gpu_keys, 0u);
   }
-  const stats s = idx.stats();
-  EXPECT_GT(s.splits, 1000u);
-  EXPECT_GT(s.inner_syncs, 20u);
-  EXPECT_EQ(s.gpu_failures, 0u);
 }
 
 TEST(GpuIndex, FaultAtEachStageKeepsAnswersRight) {

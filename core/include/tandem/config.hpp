@@ -16,6 +16,13 @@ enum class device_kind : std::uint8_t {
   gpu,        ///< a GPU is required: construction fails when none is usable
 };
 
+/// How the GPU orders a batch's keys before the inner-level descent.
+enum class gpu_query_order : std::uint8_t {
+  partial_sort,  ///< sort on the top log2(keys / 8) key bits (Harmonia's PSA)
+  full_sort,     ///< sort on all 64 key bits
+  none,          ///< batch order
+};
+
 /// Tag for `index::set_gpu_share(tandem::auto_share)`: let the index pick the
 /// share so that the GPU and the CPU finish routing a batch together.
 struct auto_share_t {
@@ -39,6 +46,8 @@ struct config {
   /// Share of each batch's keys routed on the GPU, in [0, 1]; a negative
   /// value means automatic (see index::set_gpu_share).
   double gpu_share = -1;
+  /// Ordering of keys before the GPU descent (all give the same answers).
+  gpu_query_order gpu_order = gpu_query_order::partial_sort;
   /// Consecutive GPU failures after which the GPU is marked degraded and
   /// routing stays on the CPU.
   int gpu_failure_limit = 3;
