@@ -81,7 +81,6 @@ struct prepared {
   job* j = nullptr;
   route_space* space = nullptr;
   std::shared_ptr<const inner_layout> latest;  // layout when routing started
-  std::shared_ptr<const inner_layout> on_gpu;  // the GPU's version then
   batch_result result;
   stage_times times;
   route_report info;
@@ -204,6 +203,10 @@ class index::impl {
   void sync_gpu() {
     if (!gpu_ || degraded_.load()) return;
     try {
+      // The router switches versions when the upload completes; a route in
+      // flight must see its ordinals mapped through the version it used, so
+      // uploads and routes on the GPU take turns (see route()).
+      std::lock_guard<std::mutex> turn(gpu_turn_);
       gpu_->upload(*layout_);
       std::lock_guard<std::mutex> lock(layout_mutex_);
       gpu_layout_ = layout_;
@@ -276,10 +279,12 @@ class index::impl {
         next_space_ ^= 1;
       }
       std::future<std::unique_ptr<prepared>> next;
+      job* pending = nullptr;
       if (job* j2 = try_pop()) {
         if (j2->type == job::kind::batch) {
           route_space& space = spaces_[next_space_];
           next_space_ ^= 1;
+          pending = j2;
           next = std::async(std::launch::async, [this, j2, &space] { return prepare(j2, space); });
         } else {
           held = j2;
@@ -288,7 +293,15 @@ class index::impl {
       finish(*ready);
       delete ready->j;
       ready.reset();
-      if (next.valid()) ready = next.get();
+      if (next.valid()) {
+        try {
+          ready = next.get();
+        } catch (...) {  // prepare() could not even allocate its record: fail that batch alone
+          ready = std::make_unique<prepared>();
+          ready->j = pending;
+          ready->failure = std::current_exception();
+        }
+      }
     }
   }
 
@@ -320,7 +333,6 @@ class index::impl {
     p->j = j;
     p->space = &space;
     p->latest = layout_snapshot();
-    p->on_gpu = gpu_layout_snapshot();
     try {
       arena_.execute([&] { check_and_route(*p); });
     } catch (...) {
@@ -471,7 +483,15 @@ class index::impl {
     const device::pinned_array<key_type>& keys = sp.keys;
     const std::size_t n = keys.size();
     double share = auto_share_.load() ? policy_.share() : fixed_share_.load();
-    if (!gpu_ || degraded_.load() || !p.on_gpu || n < cfg_.min_gpu_batch) share = 0;
+    // Held until the GPU route has finished: no upload may switch the
+    // router's version between reading it here and the route using it.
+    std::unique_lock<std::mutex> turn(gpu_turn_, std::defer_lock);
+    std::shared_ptr<const inner_layout> on_gpu;
+    if (gpu_ && !degraded_.load() && n >= cfg_.min_gpu_batch && share > 0) {
+      turn.lock();
+      on_gpu = gpu_layout_snapshot();
+    }
+    if (!on_gpu) share = 0;
     const std::size_t m = std::min(n, static_cast<std::size_t>(std::llround(share * static_cast<double>(n))));
     if (m == 0) {
       const auto t0 = clock_type::now();
@@ -480,7 +500,7 @@ class index::impl {
       info.cpu_keys = n;
       return;
     }
-    const inner_layout& version = *p.on_gpu;  // both sides route on it
+    const inner_layout& version = *on_gpu;  // both sides route on it
     sp.gpu_positions.resize(m);
     sp.gpu_ordinals.resize(m);
     std::future<double> gpu_side = std::async(std::launch::async, [&] {
@@ -538,6 +558,10 @@ class index::impl {
     constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
     while (i < m || g < groups) {
       const std::uint32_t ord = std::min(i < m ? gpu_ordinals[i] : none, g < groups ? cpu.group_ordinal[g] : none);
+      if (ord >= leaf_ids.size()) {
+        throw error("tandem: a route names leaf ordinal " + std::to_string(ord) + " of a layout with " +
+                    std::to_string(leaf_ids.size()) + " leaves");
+      }
       out.group_begin.push_back(static_cast<std::uint32_t>(o));
       out.group_ordinal.push_back(ord);
       out.group_leaf.push_back(leaf_ids[ord]);
@@ -684,6 +708,7 @@ class index::impl {
   std::shared_ptr<const inner_layout> gpu_layout_;  // version on the GPU
   host::leaf_phase_workspace leaf_ws_;  // leaf phases run one at a time
   mutable std::mutex layout_mutex_;      // guards layout_ and gpu_layout_ (the pointers)
+  std::mutex gpu_turn_;                  // a GPU route and an upload never overlap
   route_space spaces_[2];               // one batch routes while the previous runs its leaves
   int next_space_ = 0;
   std::unique_ptr<device::gpu_router> gpu_;

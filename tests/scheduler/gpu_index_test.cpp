@@ -187,6 +187,46 @@ TEST(GpuIndex, InnerSyncUnderHeavySplittingWithRoutesInFlight) {
   }
 }
 
+// Each small batch splits a full leaf while the big batch queued behind it is
+// being routed on the GPU: the GPU's ordinals must be read in the layout
+// version the GPU used, whatever the upload of the new one does meanwhile.
+TEST(GpuIndex, RoutesStayRightWhenTheBatchBeforeSplits) {
+  TANDEM_REQUIRE_GPU();
+  config c = gpu_config();
+  c.leaf_fill = 1.0;  // every insert of a new key splits its leaf
+  tandem::index idx(c);
+  idx.set_gpu_share(1.0);
+  std::vector<key_type> keys(1u << 20);
+  std::vector<value_type> values(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    keys[i] = 2 * static_cast<key_type>(i);
+    values[i] = i;
+  }
+  idx.load(keys.data(), values.data(), keys.size());
+  batch gets;
+  for (std::size_t i = 0; i < keys.size(); ++i) gets.get(keys[(i * 7919) % keys.size()]);
+  std::mt19937_64 rng(17);
+  for (int round = 0; round < 12; ++round) {
+    std::vector<std::future<batch_result>> pending;
+    for (int k = 0; k < 4; ++k) {
+      batch split;
+      split.insert(2 * (rng() % keys.size()) + 1, 1);  // an odd key: new, splits a full leaf
+      pending.push_back(idx.submit(split));
+      pending.push_back(idx.submit(gets));
+    }
+    for (std::size_t k = 0; k < pending.size(); ++k) {
+      const batch_result r = pending[k].get();
+      if (k % 2 == 0) continue;
+      std::size_t missing = 0;
+      for (std::size_t i = 0; i < r.size(); ++i) missing += !r.found(i);
+      ASSERT_EQ(missing, 0u) << "round " << round << " batch " << k;
+    }
+  }
+  EXPECT_NO_THROW(idx.verify());
+  EXPECT_GT(idx.stats().splits, 40u);
+  EXPECT_EQ(idx.stats().gpu_failures, 0u);
+}
+
 TEST(GpuIndex, FaultAtEachStageKeepsAnswersRight) {
   TANDEM_REQUIRE_GPU();
   for (device::stage st : {device::stage::upload, device::stage::sort, device::stage::kernel,
