@@ -23,6 +23,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -61,6 +62,8 @@ struct route_report {
   double gpu_seconds = 0;
   double cpu_seconds = 0;
   bool gpu_failed = false;
+  std::array<std::uint64_t, op_type_count> ops_by_type{};  // counted while the ops are checked
+  bool typed = false;
   double gpu_rate = 0;  // the policy's moving averages after this batch
   double cpu_rate = 0;
   device::route_timing gpu;
@@ -400,10 +403,14 @@ class index::impl {
     const op* ops = b.ops().data();
     // Checks in parallel; the (rare) invalid ops are collected, then sorted.
     tbb::enumerable_thread_specific<std::vector<std::pair<std::size_t, std::string>>> bad;
+    tbb::enumerable_thread_specific<std::array<std::uint64_t, op_type_count>> type_counts(
+        std::array<std::uint64_t, op_type_count>{});
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 4096), [&](const tbb::blocked_range<std::size_t>& r) {
+      std::array<std::uint64_t, op_type_count>& counts = type_counts.local();
       for (std::size_t i = r.begin(); i < r.end(); ++i) {
         const op& o = ops[i];
         types[i] = o.type;
+        if (static_cast<std::size_t>(o.type) < op_type_count) ++counts[static_cast<std::size_t>(o.type)];
         keys[i] = o.key;
         results[i] = op_result{o.key, 0, 0, op_status::ok, false};
         if (o.type == op_type::scan || o.type == op_type::count) {
@@ -419,6 +426,10 @@ class index::impl {
         }
       }
     });
+    for (const auto& counts : type_counts) {
+      for (std::size_t t = 0; t < op_type_count; ++t) p.info.ops_by_type[t] += counts[t];
+    }
+    p.info.typed = true;
     std::vector<std::pair<std::size_t, std::string>> errors;
     for (auto& v : bad) errors.insert(errors.end(), std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
     std::sort(errors.begin(), errors.end());
@@ -678,9 +689,13 @@ class index::impl {
       stats_.failed_batches += failed;
       stats_.ops += n;
       stats_.invalid_ops += invalid;
-      for (const op& o : b->ops()) {
-        const auto type = static_cast<std::size_t>(o.type);
-        if (type < op_type_count) ++stats_.ops_by_type[type];
+      if (r && r->typed) {
+        for (std::size_t type = 0; type < op_type_count; ++type) stats_.ops_by_type[type] += r->ops_by_type[type];
+      } else {  // the batch failed before its ops were checked
+        for (const op& o : b->ops()) {
+          const auto type = static_cast<std::size_t>(o.type);
+          if (type < op_type_count) ++stats_.ops_by_type[type];
+        }
       }
       stats_.splits += splits;
       stats_.total += t;

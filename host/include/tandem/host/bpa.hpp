@@ -238,14 +238,7 @@ class basic_bpa {
     const key_type* lk = log_keys_;
     const value_type* lv = log_values_;
     // (the min() only tells the compiler what the invariants already say)
-    const std::size_t log_n = std::min<std::size_t>(log_size_, log_capacity);
-    if (!log_sorted_) {
-      std::copy(log_keys_, log_keys_ + log_n, lk_copy);
-      std::copy(log_values_, log_values_ + log_n, lv_copy);
-      sort_pairs(lk_copy, lv_copy, log_n);
-      lk = lk_copy;
-      lv = lv_copy;
-    }
+    sorted_view(lk, lv, std::min<std::size_t>(log_size_, log_capacity), log_sorted_, lk_copy, lv_copy);
     std::size_t li = static_cast<std::size_t>(std::lower_bound(lk, lk + log_size_, from) - lk);
     key_type bk_copy[block_capacity];
     value_type bv_copy[block_capacity];
@@ -253,13 +246,7 @@ class basic_bpa {
       const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
       const key_type* keys = block_keys_[b];
       const value_type* values = block_values_[b];
-      if (!(sorted_mask_ >> b & 1)) {
-        std::copy(keys, keys + n, bk_copy);
-        std::copy(values, values + n, bv_copy);
-        sort_pairs(bk_copy, bv_copy, n);
-        keys = bk_copy;
-        values = bv_copy;
-      }
+      sorted_view(keys, values, n, sorted_mask_ >> b & 1, bk_copy, bv_copy);
       std::size_t i = static_cast<std::size_t>(std::lower_bound(keys, keys + n, from) - keys);
       for (; i < n; ++i) {
         while (li < log_size_ && lk[li] < keys[i]) {
@@ -557,6 +544,18 @@ class basic_bpa {
       keys[j] = k;
       values[j] = v;
     }
+  }
+
+  /// Points keys/values at a sorted version of their n pairs: themselves
+  /// when already sorted, else a sorted copy in the given buffers.
+  static void sorted_view(const key_type*& keys, const value_type*& values, std::size_t n, bool sorted,
+                          key_type* key_buf, value_type* value_buf) noexcept {
+    if (sorted) return;
+    std::copy(keys, keys + n, key_buf);
+    std::copy(values, values + n, value_buf);
+    sort_pairs(key_buf, value_buf, n);
+    keys = key_buf;
+    values = value_buf;
   }
 
   void sort_log() noexcept {
