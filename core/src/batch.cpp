@@ -18,10 +18,48 @@ const char* to_string(op_type t) noexcept {
   return "unknown";
 }
 
+batch& batch::append(const key_type* keys, const value_type* values, std::size_t n, op_type type) {
+  const std::size_t at = keys_.size();
+  keys_.insert(keys_.end(), keys, keys + n);
+  if (values != nullptr) {
+    args_.insert(args_.end(), values, values + n);
+  } else {
+    args_.resize(at + n, 0);
+  }
+  types_.resize(at + n, type);
+  return *this;
+}
+
+const scan_spec* batch::find_scan(std::size_t i) const noexcept {
+  const auto it = std::lower_bound(scans_.begin(), scans_.end(), i,
+                                   [](const scan_spec& s, std::size_t index) { return s.index < index; });
+  return it != scans_.end() && it->index == i ? &*it : nullptr;
+}
+
+op batch::operator[](std::size_t i) const noexcept {
+  op o{keys_[i], args_[i], 0, types_[i], scan_order::ordered};
+  if (o.type == op_type::scan) {
+    if (const scan_spec* s = find_scan(i)) {
+      o.limit = s->limit;
+      o.order = s->order;
+    }
+  }
+  return o;
+}
+
 std::string batch_result::error(std::size_t i) const {
   const auto it = std::lower_bound(errors_.begin(), errors_.end(), i,
                                    [](const auto& e, std::size_t index) { return e.first < index; });
   return it != errors_.end() && it->first == i ? it->second : std::string();
+}
+
+std::pair<std::uint64_t, std::uint64_t> batch_result::scan_slot(std::size_t i) const noexcept {
+  if (!columns_) return {0, 0};
+  const std::vector<std::uint64_t>& ops = columns_->scan_ops;
+  const auto it = std::lower_bound(ops.begin(), ops.end(), std::uint64_t{i});
+  if (it == ops.end() || *it != i) return {0, 0};
+  const auto s = static_cast<std::size_t>(it - ops.begin());
+  return {columns_->scan_begin[s], columns_->scan_begin[s + 1] - columns_->scan_begin[s]};
 }
 
 }  // namespace tandem

@@ -365,4 +365,82 @@ routed_batch route_cpu(const inner_layout& layout, const key_type* keys, std::si
   return out;
 }
 
+
+namespace {
+
+/// One op of a group being sorted.
+struct sort_item {
+  key_type key;
+  std::uint32_t pos;
+  std::uint8_t type;
+  std::uint64_t arg;
+  bool operator<(const sort_item& o) const noexcept { return key < o.key || (key == o.key && pos < o.pos); }
+};
+
+/// Sorts group [b, e) of `out` by (key, position), unless it already is.
+void sort_group(routed_batch_view& out, std::size_t b, std::size_t e, std::vector<sort_item>& tmp) {
+  bool sorted = true;
+  for (std::size_t i = b + 1; i < e && sorted; ++i) {
+    sorted = out.keys[i - 1] < out.keys[i] || (out.keys[i - 1] == out.keys[i] && out.positions[i - 1] < out.positions[i]);
+  }
+  if (sorted) return;
+  tmp.resize(e - b);
+  for (std::size_t i = b; i < e; ++i) {
+    tmp[i - b] = {out.keys[i], out.positions[i], out.types ? out.types[i] : std::uint8_t{0}, out.args ? out.args[i] : 0};
+  }
+  std::sort(tmp.begin(), tmp.end());
+  for (std::size_t i = b; i < e; ++i) {
+    const sort_item& t = tmp[i - b];
+    out.keys[i] = t.key;
+    out.positions[i] = t.pos;
+    if (out.types) out.types[i] = t.type;
+    if (out.args) out.args[i] = t.arg;
+  }
+}
+
+constexpr std::size_t group_grain = 64;
+
+/// Per worker thread, kept: sorting a group allocates nothing once warm.
+thread_local std::vector<sort_item> sort_buffer;
+
+}  // namespace
+
+void sort_groups(routed_batch_view& out) {
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, out.groups, group_grain),
+                    [&](const tbb::blocked_range<std::size_t>& r) {
+                      std::vector<sort_item>& t = sort_buffer;
+                      for (std::size_t g = r.begin(); g < r.end(); ++g) {
+                        sort_group(out, out.group_begin[g], out.group_begin[g + 1], t);
+                      }
+                    });
+  out.key_sorted = true;
+}
+
+void route_sorted(const inner_layout_view& v, const key_type* keys, const std::uint64_t* args,
+                  const std::uint8_t* types, std::size_t n, std::uint32_t first_position, routed_batch_view& out,
+                  routed_batch& work) {
+  route_cpu(v, keys, n, work);
+  const std::size_t groups = work.group_count();
+  std::copy(work.group_begin.begin(), work.group_begin.end(), out.group_begin);
+  std::copy(work.group_ordinal.begin(), work.group_ordinal.end(), out.group_ordinal);
+  out.groups = groups;
+  if (groups == 0) out.group_begin[0] = 0;
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, groups, group_grain),
+                    [&](const tbb::blocked_range<std::size_t>& r) {
+                      std::vector<sort_item>& t = sort_buffer;
+                      for (std::size_t g = r.begin(); g < r.end(); ++g) {
+                        const std::size_t b = work.group_begin[g], e = work.group_begin[g + 1];
+                        for (std::size_t i = b; i < e; ++i) {
+                          const std::uint32_t p = work.positions[i];
+                          out.keys[i] = keys[p];
+                          out.positions[i] = p + first_position;
+                          if (out.args) out.args[i] = args[p];
+                          if (out.types) out.types[i] = types[p];
+                        }
+                        sort_group(out, b, e, t);
+                      }
+                    });
+  out.key_sorted = true;
+}
+
 }  // namespace tandem::host

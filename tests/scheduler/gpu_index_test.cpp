@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <thread>
 
 namespace {
@@ -98,6 +99,72 @@ INSTANTIATE_TEST_SUITE_P(Shares, GpuShares, ::testing::Values(0.0, 0.5, 1.0, -1.
                            const double v = param_info.param;
                            return v < 0 ? std::string("auto") : "s" + std::to_string(static_cast<int>(v * 100));
                          });
+
+TEST(GpuIndex, EveryKeyOrderAndScatterPlaceGivesTheModelsAnswers) {
+  TANDEM_REQUIRE_GPU();
+  for (gpu_query_order order : {gpu_query_order::full_sort, gpu_query_order::partial_sort, gpu_query_order::none}) {
+    for (bool gpu_scatter : {true, false}) {
+      for (double share : {1.0, 0.5}) {
+        SCOPED_TRACE(::testing::Message() << "order " << static_cast<int>(order) << " gpu_scatter " << gpu_scatter
+                                          << " share " << share);
+        config c = gpu_config();
+        c.gpu_order = order;
+        c.gpu_scatter = gpu_scatter;
+        tandem::index idx(c);
+        idx.set_gpu_share(share);
+        run_against_model(idx, key_pattern::clustered, 5 + static_cast<std::uint64_t>(order), 6, [](std::size_t) {});
+        const stats s = idx.stats();
+        EXPECT_EQ(s.gpu_failures, 0u);
+        EXPECT_GT(s.gpu_keys, 0u);
+        if (gpu_scatter) {
+          EXPECT_GT(s.gpu_scatters, 0u);
+        } else {
+          EXPECT_EQ(s.gpu_scatters, 0u);
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuIndex, BatchesOfOneToSixteenMillionEqualTheCpuIndex) {
+  TANDEM_REQUIRE_GPU();
+  config gc = gpu_config();
+  config cc;
+  cc.device = device_kind::cpu;
+  tandem::index on_gpu(gc), on_cpu(cc);
+  on_gpu.set_gpu_share(1.0);
+  std::mt19937_64 rng(99);
+  std::vector<entry> pairs(1u << 22);
+  for (auto& e : pairs) e = {rng() >> (rng() % 3 == 0 ? 40 : 0), rng()};
+  pairs.push_back({0, 1});
+  pairs.push_back({max_key, 2});
+  on_gpu.load(pairs);
+  on_cpu.load(pairs);
+  for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{1000}, std::size_t{1} << 16,
+                        std::size_t{1} << 20, std::size_t{1} << 24}) {
+    SCOPED_TRACE(::testing::Message() << "batch of " << n);
+    std::vector<key_type> keys(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      keys[i] = i % 5 == 0 ? pairs[rng() % pairs.size()].key : (i % 97 == 0 ? max_key : rng());
+    }
+    std::vector<value_type> values(n / 4);
+    for (auto& v : values) v = rng();
+    batch b;
+    b.get(keys).put(keys.data(), values.data(), values.size()).get(keys.data(), n / 2);
+    const batch_result g = on_gpu.execute(b);
+    const batch_result c = on_cpu.execute(b);
+    ASSERT_EQ(g.size(), c.size());
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      bad += g.values()[i] != c.values()[i] || g.found_flags()[i] != c.found_flags()[i] || g.keys()[i] != c.keys()[i];
+    }
+    EXPECT_EQ(bad, 0u);
+  }
+  EXPECT_GT(on_gpu.stats().gpu_scatters, 0u);
+  EXPECT_EQ(on_gpu.stats().gpu_failures, 0u);
+  EXPECT_NO_THROW(on_gpu.verify());
+  EXPECT_EQ(on_gpu.size(), on_cpu.size());
+}
 
 TEST(GpuIndex, ShareChangedBetweenBatches) {
   TANDEM_REQUIRE_GPU();

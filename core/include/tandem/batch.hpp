@@ -7,10 +7,19 @@
 /// the writes added before them. Batches take effect in submission order.
 /// Every `uint64_t` is a valid key, 0 and UINT64_MAX included.
 ///
-/// Building a batch never fails. Ops that cannot run (a scan or count with
-/// lo > hi, a scan limit above `max_scan_limit`) are reported per op in the
-/// result with status `invalid` and a message naming the op; the other ops
-/// of the batch run normally.
+/// Storage is columnar: the ops' keys, args and types sit in three arrays
+/// (scan limits and orders, rare, in a side table), so the index streams
+/// over them and a caller who holds arrays appends them whole with the bulk
+/// forms (`get(keys, n)`, `put(keys, values, n)`, ...), one copy per column.
+///
+/// Building a batch never fails (but for memory). Ops that cannot run (a
+/// scan or count with lo > hi, a scan limit above `max_scan_limit`) are
+/// reported per op in the result with status `invalid` and a message naming
+/// the op; the other ops of the batch run normally.
+///
+/// `index::submit` takes the batch by value: pass it with std::move to hand
+/// its columns over without a copy (the result reuses the key and type
+/// columns); a batch passed as an lvalue is copied and stays the caller's.
 
 #include <tandem/core/types.hpp>
 
@@ -48,44 +57,115 @@ struct op {
   scan_order order = scan_order::ordered;
 };
 
+/// The side-table entry of one scan op.
+struct scan_spec {
+  std::size_t index;    ///< op index in the batch
+  std::uint64_t limit;  ///< most entries returned
+  scan_order order;
+};
+
 class batch {
  public:
   batch() = default;
 
+  // ---- one op -----------------------------------------------------------------
+
   /// Value of `key`, if present.
-  batch& get(key_type key) { return add({key, 0, 0, op_type::get, scan_order::ordered}); }
+  batch& get(key_type key) { return push(key, 0, op_type::get); }
   /// Sets `key` to `value` (insert or replace); reports the previous value.
-  batch& put(key_type key, value_type value) { return add({key, value, 0, op_type::put, scan_order::ordered}); }
+  batch& put(key_type key, value_type value) { return push(key, value, op_type::put); }
   /// Sets `key` to `value` only if absent; reports whether it was present.
-  batch& insert(key_type key, value_type value) {
-    return add({key, value, 0, op_type::insert, scan_order::ordered});
-  }
+  batch& insert(key_type key, value_type value) { return push(key, value, op_type::insert); }
   /// Removes `key`; reports whether it was present and its value.
-  batch& erase(key_type key) { return add({key, 0, 0, op_type::erase, scan_order::ordered}); }
+  batch& erase(key_type key) { return push(key, 0, op_type::erase); }
   /// First entry with key >= `key`, if any.
-  batch& lower_bound(key_type key) { return add({key, 0, 0, op_type::lower_bound, scan_order::ordered}); }
+  batch& lower_bound(key_type key) { return push(key, 0, op_type::lower_bound); }
   /// Up to `limit` entries with lo <= key <= hi (inclusive bounds).
   batch& scan(key_type lo, key_type hi, std::uint64_t limit, scan_order order = scan_order::ordered) {
-    return add({lo, hi, limit, op_type::scan, order});
+    scans_.push_back({keys_.size(), limit, order});
+    return push(lo, hi, op_type::scan);
   }
   /// Number of keys with lo <= key <= hi.
-  batch& count(key_type lo, key_type hi) { return add({lo, hi, 0, op_type::count, scan_order::ordered}); }
+  batch& count(key_type lo, key_type hi) { return push(lo, hi, op_type::count); }
 
   /// Appends a prepared op.
   batch& add(const op& o) {
-    ops_.push_back(o);
-    return *this;
+    if (o.type == op_type::scan) scans_.push_back({keys_.size(), o.limit, o.order});
+    return push(o.key, o.arg, o.type);
   }
 
-  void reserve(std::size_t n) { ops_.reserve(n); }
-  void clear() noexcept { ops_.clear(); }
-  [[nodiscard]] std::size_t size() const noexcept { return ops_.size(); }
-  [[nodiscard]] bool empty() const noexcept { return ops_.empty(); }
-  [[nodiscard]] const op& operator[](std::size_t i) const noexcept { return ops_[i]; }
-  [[nodiscard]] const std::vector<op>& ops() const noexcept { return ops_; }
+  // ---- whole arrays (one copy per column) --------------------------------------
+
+  /// `n` gets of keys[0..n).
+  batch& get(const key_type* keys, std::size_t n) { return append(keys, nullptr, n, op_type::get); }
+  /// `n` puts of (keys[i], values[i]).
+  batch& put(const key_type* keys, const value_type* values, std::size_t n) {
+    return append(keys, values, n, op_type::put);
+  }
+  /// `n` inserts of (keys[i], values[i]).
+  batch& insert(const key_type* keys, const value_type* values, std::size_t n) {
+    return append(keys, values, n, op_type::insert);
+  }
+  /// `n` erases of keys[0..n).
+  batch& erase(const key_type* keys, std::size_t n) { return append(keys, nullptr, n, op_type::erase); }
+  /// `n` lower_bounds of keys[0..n).
+  batch& lower_bound(const key_type* keys, std::size_t n) { return append(keys, nullptr, n, op_type::lower_bound); }
+  batch& get(const std::vector<key_type>& keys) { return get(keys.data(), keys.size()); }
+  batch& erase(const std::vector<key_type>& keys) { return erase(keys.data(), keys.size()); }
+  batch& lower_bound(const std::vector<key_type>& keys) { return lower_bound(keys.data(), keys.size()); }
+  /// @note keys and values must have the same size (the shorter one counts).
+  batch& put(const std::vector<key_type>& keys, const std::vector<value_type>& values) {
+    return put(keys.data(), values.data(), keys.size() < values.size() ? keys.size() : values.size());
+  }
+  batch& insert(const std::vector<key_type>& keys, const std::vector<value_type>& values) {
+    return insert(keys.data(), values.data(), keys.size() < values.size() ? keys.size() : values.size());
+  }
+
+  void reserve(std::size_t n) {
+    keys_.reserve(n);
+    args_.reserve(n);
+    types_.reserve(n);
+  }
+  void clear() noexcept {
+    keys_.clear();
+    args_.clear();
+    types_.clear();
+    scans_.clear();
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return keys_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return keys_.empty(); }
+  /// @return op `i` (a copy, assembled from the columns).
+  [[nodiscard]] op operator[](std::size_t i) const noexcept;
+
+  // ---- columns --------------------------------------------------------------------
+  /// Keys (lo for scan and count), one per op.
+  [[nodiscard]] const key_type* keys() const noexcept { return keys_.data(); }
+  /// Values of put/insert, hi of scan/count, 0 otherwise.
+  [[nodiscard]] const std::uint64_t* args() const noexcept { return args_.data(); }
+  [[nodiscard]] const op_type* types() const noexcept { return types_.data(); }
+  /// Scan limits and orders, by increasing op index.
+  [[nodiscard]] const std::vector<scan_spec>& scans() const noexcept { return scans_; }
+  /// @return the side-table entry of op `i`, or nullptr when it is no scan.
+  [[nodiscard]] const scan_spec* find_scan(std::size_t i) const noexcept;
+
+  /// @cond internal
+  /// The index moves the key column into the result (batch_result::keys).
+  std::vector<key_type>&& take_keys() noexcept { return static_cast<std::vector<key_type>&&>(keys_); }
+  /// @endcond
 
  private:
-  std::vector<op> ops_;
+  batch& push(key_type key, std::uint64_t arg, op_type type) {
+    keys_.push_back(key);
+    args_.push_back(arg);
+    types_.push_back(type);
+    return *this;
+  }
+  batch& append(const key_type* keys, const value_type* values, std::size_t n, op_type type);
+
+  std::vector<key_type> keys_;
+  std::vector<std::uint64_t> args_;
+  std::vector<op_type> types_;
+  std::vector<scan_spec> scans_;
 };
 
 }  // namespace tandem

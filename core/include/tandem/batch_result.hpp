@@ -1,8 +1,11 @@
 #pragma once
 /// @file
 /// `tandem::batch_result`: the answers of one batch, one per op, in batch
-/// order. Scans point into one flat buffer owned by the result; the spans
-/// stay valid as long as the result lives (moving it keeps them valid).
+/// order, read per op (`value(i)`, `found(i)`, ...) or as whole columns
+/// (`values()`, `keys()`, `found_flags()`, `statuses()`), so a caller with
+/// millions of answers reads them as arrays. Scans point into one flat
+/// buffer owned by the result; spans and column pointers stay valid as long
+/// as the result lives (moving it keeps them valid).
 ///
 /// Per op:
 /// | op          | found                          | value                    | key            |
@@ -17,6 +20,12 @@
 /// `value` is 0 and `found` false where the table says nothing applies, and
 /// for ops whose status is not `ok`; a lower_bound that finds nothing has
 /// key 0.
+///
+/// Memory: the answer columns come from the index's pools and go back to
+/// them when the result is destroyed (or assigned over), so a caller that
+/// drops results as it goes lets later batches reuse the same pages; a
+/// result kept alive keeps its memory, and no later batch touches it. A
+/// result may outlive its index.
 
 #include <tandem/batch.hpp>
 #include <tandem/core/types.hpp>
@@ -68,13 +77,10 @@ enum class op_status : std::uint8_t {
 struct op_result {
   key_type key;
   value_type value;
-  std::uint64_t scan_offset;  ///< scans: first entry in the flat buffer
+  std::uint64_t scan_offset;  ///< scans: first entry in scan_entries()
   op_status status;
   bool found;
 };
-
-/// The answers of a batch, one per op.
-using op_result_vector = std::vector<op_result, detail::default_init_allocator<op_result>>;
 
 /// A read-only view of scan entries (std::span is C++20).
 class entry_span {
@@ -83,6 +89,7 @@ class entry_span {
   entry_span(const entry* data, std::size_t size) : data_(data), size_(size) {}
   [[nodiscard]] const entry* begin() const noexcept { return data_; }
   [[nodiscard]] const entry* end() const noexcept { return data_ + size_; }
+  [[nodiscard]] const entry* data() const noexcept { return data_; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   [[nodiscard]] const entry& operator[](std::size_t i) const noexcept { return data_[i]; }
@@ -92,50 +99,78 @@ class entry_span {
   std::size_t size_ = 0;
 };
 
+namespace detail {
+/// The answer columns of one batch. An index pool owns the memory behind the
+/// pointers and gets the whole object back when the last result lets go.
+struct answer_columns {
+  value_type* values = nullptr;
+  std::uint8_t* found = nullptr;
+  op_status* status = nullptr;
+  entry_vector scan_entries;              ///< every ok scan's entries, scan after scan
+  std::vector<std::uint64_t> scan_ops;    ///< op index of every ok scan, increasing
+  std::vector<std::uint64_t> scan_begin;  ///< first entry of each, then the end
+  virtual ~answer_columns() = default;
+};
+}  // namespace detail
+
 class batch_result {
  public:
   batch_result() = default;
 
-  [[nodiscard]] std::size_t size() const noexcept { return results_.size(); }
-  [[nodiscard]] const op_result& operator[](std::size_t i) const noexcept { return results_[i]; }
-  [[nodiscard]] op_status status(std::size_t i) const noexcept { return results_[i].status; }
-  [[nodiscard]] bool ok(std::size_t i) const noexcept { return results_[i].status == op_status::ok; }
-  [[nodiscard]] bool found(std::size_t i) const noexcept { return results_[i].found; }
-  [[nodiscard]] value_type value(std::size_t i) const noexcept { return results_[i].value; }
-  [[nodiscard]] key_type key(std::size_t i) const noexcept { return results_[i].key; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// @return every answer of op `i` (a copy assembled from the columns).
+  [[nodiscard]] op_result operator[](std::size_t i) const noexcept {
+    return {key(i), value(i), scan_slot(i).first, status(i), found(i)};
+  }
+  [[nodiscard]] op_status status(std::size_t i) const noexcept { return columns_->status[i]; }
+  [[nodiscard]] bool ok(std::size_t i) const noexcept { return status(i) == op_status::ok; }
+  [[nodiscard]] bool found(std::size_t i) const noexcept { return columns_->found[i] != 0; }
+  [[nodiscard]] value_type value(std::size_t i) const noexcept { return columns_->values[i]; }
+  [[nodiscard]] key_type key(std::size_t i) const noexcept { return keys_[i]; }
   /// Entries of scan op `i` (empty for other ops).
   [[nodiscard]] entry_span scan(std::size_t i) const noexcept {
-    const op_result& r = results_[i];
-    if (!is_scan(i)) return {};
-    return {scan_entries_.data() + r.scan_offset, static_cast<std::size_t>(r.value)};
+    const auto [first, count] = scan_slot(i);
+    return count ? entry_span(columns_->scan_entries.data() + first, count) : entry_span();
   }
   /// Why op `i` is invalid; empty when it ran.
   [[nodiscard]] std::string error(std::size_t i) const;
   /// Number of ops with status `invalid`.
   [[nodiscard]] std::size_t invalid_count() const noexcept { return errors_.size(); }
   /// Every entry of every scan, scan after scan in batch order.
-  [[nodiscard]] const entry_vector& scan_entries() const noexcept { return scan_entries_; }
+  [[nodiscard]] entry_span scan_entries() const noexcept {
+    return columns_ ? entry_span(columns_->scan_entries.data(), columns_->scan_entries.size()) : entry_span();
+  }
   /// Place of this batch in the index's execution order (0 for the first
   /// batch an index runs): batches with lower numbers took effect before.
   [[nodiscard]] std::uint64_t sequence() const noexcept { return sequence_; }
 
-  // ---- filled by the index ------------------------------------------------
+  // ---- columns: size() entries each, in batch order ---------------------------
+  /// value(i) for every op.
+  [[nodiscard]] const value_type* values() const noexcept { return columns_ ? columns_->values : nullptr; }
+  /// key(i) for every op.
+  [[nodiscard]] const key_type* keys() const noexcept { return keys_.data(); }
+  /// found(i) for every op, as 0 or 1.
+  [[nodiscard]] const std::uint8_t* found_flags() const noexcept { return columns_ ? columns_->found : nullptr; }
+  /// status(i) for every op.
+  [[nodiscard]] const op_status* statuses() const noexcept { return columns_ ? columns_->status : nullptr; }
+
   /// @cond internal
-  op_result_vector& mutable_results() noexcept { return results_; }
-  entry_vector& mutable_scan_entries() noexcept { return scan_entries_; }
-  std::vector<op_type>& mutable_types() noexcept { return types_; }
+  /// Filled by the index: `columns` must hold `n` answers.
+  batch_result(std::shared_ptr<detail::answer_columns> columns, std::size_t n, std::vector<key_type>&& keys)
+      : columns_(std::move(columns)), keys_(std::move(keys)), size_(n) {}
+  detail::answer_columns& mutable_columns() noexcept { return *columns_; }
+  std::vector<key_type>& mutable_keys() noexcept { return keys_; }
   void add_error(std::size_t i, std::string message) { errors_.emplace_back(i, std::move(message)); }
   void set_sequence(std::uint64_t s) noexcept { sequence_ = s; }
   /// @endcond
 
  private:
-  [[nodiscard]] bool is_scan(std::size_t i) const noexcept {
-    return i < types_.size() && types_[i] == op_type::scan && results_[i].status == op_status::ok;
-  }
+  /// (first entry, entry count) of scan op i; (0, 0) when it is no ok scan.
+  [[nodiscard]] std::pair<std::uint64_t, std::uint64_t> scan_slot(std::size_t i) const noexcept;
 
-  op_result_vector results_;
-  std::vector<op_type> types_;
-  entry_vector scan_entries_;
+  std::shared_ptr<detail::answer_columns> columns_;
+  std::vector<key_type> keys_;
+  std::size_t size_ = 0;
   std::vector<std::pair<std::size_t, std::string>> errors_;  // sorted by op index
   std::uint64_t sequence_ = 0;
 };

@@ -18,9 +18,11 @@ enum class device_kind : std::uint8_t {
 
 /// How the GPU orders a batch's keys before the inner-level descent.
 enum class gpu_query_order : std::uint8_t {
-  partial_sort,  ///< sort on the top log2(keys / 8) key bits (Harmonia's PSA)
-  full_sort,     ///< sort on all 64 key bits
-  none,          ///< batch order
+  full_sort,     ///< sort (key, position) on all 64 key bits: the GPU also
+                 ///< hands back each leaf's ops in key order (the host sorts nothing)
+  partial_sort,  ///< sort on the top log2(keys / 8) key bits (Harmonia's PSA);
+                 ///< the host sorts each leaf's ops by key
+  none,          ///< batch order; the host sorts each leaf's ops by key
 };
 
 /// Tag for `index::set_gpu_share(tandem::auto_share)`: let the index pick the
@@ -47,7 +49,10 @@ struct config {
   /// value means automatic (see index::set_gpu_share).
   double gpu_share = -1;
   /// Ordering of keys before the GPU descent (all give the same answers).
-  gpu_query_order gpu_order = gpu_query_order::partial_sort;
+  gpu_query_order gpu_order = gpu_query_order::full_sort;
+  /// Put a GPU-routed batch's answers back in batch order on the GPU
+  /// (sorted answers up, batch-order answers down) instead of on the host.
+  bool gpu_scatter = true;
   /// Consecutive GPU failures after which the GPU is marked degraded and
   /// routing stays on the CPU.
   int gpu_failure_limit = 3;

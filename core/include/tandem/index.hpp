@@ -23,6 +23,20 @@
 ///
 /// Destruction drains: every batch submitted before the destructor started
 /// completes (its future is fulfilled, its callback runs) before it returns.
+///
+/// Memory: a batch's working arrays and its answer columns come from pools
+/// of the index, touched once and reused; a steady stream of batches of
+/// similar size allocates nothing of their size. A `batch_result` gives its
+/// columns back when destroyed: drop results once read (or move them into
+/// the next use) and the next batches reuse their pages; kept results stay
+/// valid and untouched. With a GPU these arrays are pinned host memory.
+///
+/// One batch, end to end: the ops are checked (one pass over the type
+/// column); routed and sorted by (key, position), the GPU's share on the GPU
+/// (keys up, CUB sort, descent, leaf groups found on the GPU, sorted
+/// positions and keys down), the rest on the CPU workers; each leaf's ops
+/// are merge-joined against the leaf on the CPU; the answers go back to
+/// batch order by a scatter (on the GPU for GPU-routed batches).
 
 #include <tandem/batch.hpp>
 #include <tandem/batch_result.hpp>
@@ -65,7 +79,9 @@ class index {
   void load(const key_type* keys, const value_type* values, std::size_t n);
   void load(const std::vector<entry>& entries);
 
-  /// @brief Queues a batch. Does not wait.
+  /// @brief Queues a batch. Does not wait. The batch is taken by value:
+  ///        `submit(std::move(b))` hands its columns over without a copy
+  ///        (the result reuses its key column); `submit(b)` copies it.
   /// @return a future of the result; `get()` rethrows when the batch failed
   ///         as a whole (for example std::bad_alloc), in which case none of
   ///         its writes took effect.

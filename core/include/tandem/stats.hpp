@@ -34,6 +34,25 @@ struct stage_times {
   }
 };
 
+/// Bytes each stage of a batch read and wrote in host memory or moved over
+/// PCIe (DESIGN, "Batch memory"): with stage_times, how close a stage runs
+/// to memory or bus bandwidth.
+struct stage_bytes {
+  std::uint64_t validate = 0, route = 0, order = 0, read = 0, leaf = 0, sync = 0, complete = 0;
+  std::uint64_t pcie = 0;  ///< of the above, bytes that crossed PCIe (keys up, routes and answers both ways)
+  stage_bytes& operator+=(const stage_bytes& o) noexcept {
+    validate += o.validate;
+    route += o.route;
+    order += o.order;
+    read += o.read;
+    leaf += o.leaf;
+    sync += o.sync;
+    complete += o.complete;
+    pcie += o.pcie;
+    return *this;
+  }
+};
+
 struct stats {
   std::uint64_t batches = 0;         ///< batches completed (failed ones included)
   std::uint64_t failed_batches = 0;  ///< batches whose future holds an exception
@@ -67,7 +86,11 @@ struct stats {
   double gpu_route = 0;              ///< wall time of the GPU side of the latest route
   double cpu_route = 0;              ///< wall time of the CPU side of the latest route
 
+  std::uint64_t gpu_scatters = 0;    ///< batches whose answers went back to batch order on the GPU
+  std::uint64_t host_scatters = 0;   ///< ... on the host
+
   stage_times total;                 ///< summed over all batches
+  stage_bytes total_bytes;           ///< summed over all batches
   stage_times last;                  ///< of the latest batch
   std::uint64_t last_batch_ops = 0;  ///< ops in the latest batch
 };

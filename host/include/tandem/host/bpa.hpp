@@ -188,6 +188,58 @@ class basic_bpa {
     return true;
   }
 
+  /// @brief Looks up `n` keys given in ascending order (repeats allowed): a
+  ///        merge-join against the header and the blocks. For each key,
+  ///        values[i] = its value and found[i] = 1, or 0 and 0 when absent.
+  /// @note Sorted blocks are searched by bisection from where the previous
+  ///       key stopped, so a lookup touches one or two cache lines of keys;
+  ///       unsorted blocks and the log are scanned.
+  void get_sorted(const key_type* keys, std::size_t n, value_type* values, std::uint8_t* found) const noexcept {
+    std::size_t b = 0;
+    std::size_t from = 0;  // in block b: keys before `from` are < the current key
+    for (std::size_t i = 0; i < n; ++i) {
+      const key_type key = keys[i];
+      std::size_t nb = b;
+      while (nb + 1 < block_count_ && header_[nb + 1] <= key) ++nb;
+      if (nb != b) {
+        b = nb;
+        from = 0;
+      }
+      const std::size_t size = block_size_[b];
+      const key_type* bk = block_keys_[b];
+      std::size_t at = size;
+      if (sorted_mask_ >> b & 1) {
+        // Branch-free bisection over [from, size) for the first key >= key.
+        const key_type* base = bk + from;
+        std::size_t len = size - from;
+        while (len > 1) {
+          const std::size_t half = len / 2;
+          base = base[half - 1] < key ? base + half : base;
+          len -= half;
+        }
+        const std::size_t j = static_cast<std::size_t>(base - bk) + (len == 1 && *base < key);
+        from = j;
+        if (j < size && bk[j] == key) at = j;
+      } else {
+        for (std::size_t j = 0; j < size; ++j) at = bk[j] == key ? j : at;
+      }
+      if (at != size) {
+        values[i] = block_values_[b][at];
+        found[i] = 1;
+        continue;
+      }
+      values[i] = 0;
+      found[i] = 0;
+      for (std::size_t j = 0; j < log_size_; ++j) {
+        if (log_keys_[j] == key) {
+          values[i] = log_values_[j];
+          found[i] = 1;
+          break;
+        }
+      }
+    }
+  }
+
   /// @return the smallest entry with key >= `key` in this BPA, or nothing.
   [[nodiscard]] std::optional<entry> lower_bound(key_type key) const noexcept {
     std::optional<entry> best;

@@ -1,26 +1,37 @@
 #pragma once
 /// @file
-/// The leaf phase of a batch (DESIGN, "One batch", steps 3, 4, 5 and 7): from
-/// ops grouped by leaf to the batch's answers.
+/// The leaf phase of a batch (DESIGN, "One batch", step 3): from a batch
+/// routed and sorted by (key, position) to its answers, in that sorted order.
 ///
-/// 1. Order: each leaf's group is sorted by (key, position); its point ops
-///    (get/put/insert/erase) and its range ops (lower_bound/scan/count) are
-///    separated, and the batch's writes are listed in (key, position) order.
-/// 2. Read: every range op is answered on the pre-batch state (leaves are
-///    only read, in parallel), then *patched* with the batch's writes of
-///    lower position in its range. A write's effect on a key is a function
-///    of the key's pre-batch state and the earlier writes to it, so the patch
-///    needs no result of the write phase.
-/// 3. Write: one task per leaf group applies the group's point ops in (key,
-///    position) order, so each key sees its ops in batch order; full leaves
-///    split, both halves staying with the task; splits are reported.
-/// 4. Complete: point results scattered to batch order, scans flattened.
+/// Takes: the routed batch (`routed_batch_view`, key-sorted, groups by leaf
+/// ordinal), the routing version's ordinal -> leaf_id list, and the batch's
+/// columns (for the rare range ops: hi, limit, order, status). Gives: one
+/// value and one found flag per op *in routed order* (`answers`), lower_bound
+/// keys written over `routes.keys` at their routed index, scan entries, the
+/// list of range ops, leaf splits and the change in the key count. Putting
+/// the answers back in batch order is the next stage (answer_scatter.hpp).
+/// Runs on the calling thread's TBB arena; needs exclusive use of the store.
 ///
-/// Together this gives every op the answer it would get if the batch's ops
-/// ran one by one in batch order.
+/// 1. Classify: per group, count point ops, range ops and writes (skipped
+///    when the batch holds gets only).
+/// 2. Read: range ops (lower_bound, scan, count) are answered on the
+///    pre-batch state (leaves only read, in parallel), then patched with the
+///    batch's writes of lower position in their range: a write's effect is a
+///    function of the key's pre-batch state and the earlier writes to it,
+///    so the patch needs no result of step 3.
+/// 3. Point ops: one task per leaf group walks the group's sorted keys
+///    against its leaf (a merge-join: keys ascend, so each lookup starts
+///    where the last one ended), in (key, position) order so each key sees
+///    its ops in batch order; answers are written sequentially. Groups with
+///    writes apply them as one sorted run (leaf_store::apply: full leaves
+///    split, both halves stay with the task).
+///
+/// Routes from an older inner-layout version are fine: every op follows
+/// right links from its routed leaf to the leaf that owns its key now.
 
 #include <tandem/batch.hpp>
 #include <tandem/batch_result.hpp>
+#include <tandem/core/routed_batch.hpp>
 #include <tandem/core/types.hpp>
 #include <tandem/host/leaf_store.hpp>
 
@@ -31,19 +42,32 @@
 
 namespace tandem::host {
 
-/// Ops grouped by the leaf they were routed to: group g holds positions
-/// `positions[group_begin[g] .. group_begin[g+1])` (increasing inside the
-/// group) and was routed to `group_leaf[g]`; groups in key order.
-struct route_groups {
-  const std::uint32_t* positions = nullptr;
-  const std::uint32_t* group_begin = nullptr;
-  const leaf_id* group_leaf = nullptr;
-  std::size_t groups = 0;
+/// What the leaf phase reads of one batch.
+struct leaf_phase_input {
+  routed_batch_view* routes = nullptr;  ///< key-sorted; keys of lower_bound ops are overwritten
+  std::size_t n = 0;                    ///< ops routed (the batch's size)
+  const leaf_id* leaf_ids = nullptr;    ///< ordinal -> leaf of the routing version
+  const batch* ops = nullptr;           ///< the batch (hi, limit, order of range ops)
+  const op_status* status = nullptr;    ///< batch order; invalid ops are skipped
+  bool gets_only = false;               ///< every op is a get (routes->types may be null)
 };
 
-/// Work arrays of the leaf phase, kept from batch to batch so that a batch
-/// neither allocates nor zeroes them again. One per index; not shared by two
-/// leaf phases at once.
+/// Answers in routed order (arrays of n, from the caller's pools).
+struct sorted_answers {
+  value_type* values = nullptr;
+  std::uint8_t* found = nullptr;
+};
+
+/// A range op of the batch, in routed order.
+struct range_op {
+  std::uint32_t index;  ///< routed index (answers, routes->keys)
+  std::uint32_t pos;    ///< batch position
+  leaf_id leaf;         ///< routed leaf
+  op_type type;
+};
+
+/// Work arrays and by-products of the leaf phase, kept from batch to batch
+/// so that a batch neither allocates nor zeroes them again. One per index.
 class leaf_phase_workspace {
  public:
   leaf_phase_workspace();
@@ -54,25 +78,26 @@ class leaf_phase_workspace {
   struct buffers;
   buffers& get() noexcept { return *buffers_; }
 
+  /// The batch's range ops (valid ones), in routed order, after a run.
+  [[nodiscard]] const std::vector<range_op>& ranges() const noexcept;
+  /// Entries of range op r (scans only), after a run.
+  [[nodiscard]] const std::vector<entry>& scan_output(std::size_t r) const noexcept;
+
  private:
   std::unique_ptr<buffers> buffers_;
 };
 
-struct leaf_phase_times {
-  double order = 0;
-  double read = 0;
-  double leaf = 0;
-  double complete = 0;
+struct leaf_phase_report {
+  double order = 0;  ///< classifying ops, listing writes and range ops
+  double read = 0;   ///< range ops
+  double leaf = 0;   ///< point ops
+  std::int64_t key_delta = 0;           ///< keys added minus keys removed
+  std::vector<split_record> splits;     ///< one per leaf split
+  std::size_t bytes = 0;                ///< bytes of batch arrays read and answers written
 };
 
-/// @brief Runs the leaf phase of one batch on `store`.
-/// @param ops     the batch, `n` ops
-/// @param result  sized to `n` by the caller, invalid ops already marked
-///                (they are skipped); gets every other answer
-/// @param splits  gets one record per leaf split
-/// @note Uses the calling thread's TBB arena. Needs exclusive use of `store`.
-void run_leaf_phase(leaf_store& store, const op* ops, std::size_t n, const route_groups& groups,
-                    batch_result& result, std::vector<split_record>& splits, leaf_phase_times& times,
+/// @brief Runs the leaf phase of one batch on `store` (waits).
+void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,
                     leaf_phase_workspace& workspace);
 
 }  // namespace tandem::host

@@ -33,6 +33,7 @@
 /// the calling thread. The layout must stay alive and unchanged during a call.
 
 #include <tandem/core/inner_layout.hpp>
+#include <tandem/core/routed_batch.hpp>
 #include <tandem/core/types.hpp>
 
 #include <cstddef>
@@ -126,6 +127,21 @@ void group_by_leaf(const inner_layout_view& v, routed_batch& out, grouping_metho
 /// @throws std::length_error when n >= 2^32 (positions are u32).
 void route_cpu(const inner_layout_view& v, const key_type* keys, std::size_t n, routed_batch& out,
                const route_options& options = {});
+
+/// @brief Routes ops [0, n) of a batch for the leaf phase: `out` gets them
+///        grouped by leaf and sorted by (key, position) inside each group
+///        (out.key_sorted), with positions offset by `first_position`, and
+///        args/types gathered the same way when out.args/out.types are set
+///        (then `args`/`types` must be given). Parallel, waits.
+/// @param work grouping work arrays, reused from call to call
+void route_sorted(const inner_layout_view& v, const key_type* keys, const std::uint64_t* args,
+                  const std::uint8_t* types, std::size_t n, std::uint32_t first_position, routed_batch_view& out,
+                  routed_batch& work);
+
+/// @brief Sorts every group of a route that is grouped but not key-sorted by
+///        (key, position), moving args/types along; sets out.key_sorted.
+///        Parallel, waits.
+void sort_groups(routed_batch_view& out);
 
 /// @brief As above, returning a new routed_batch.
 [[nodiscard]] routed_batch route_cpu(const inner_layout& layout, const key_type* keys, std::size_t n,

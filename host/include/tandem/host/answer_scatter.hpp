@@ -1,0 +1,34 @@
+#pragma once
+/// @file
+/// Answers back to batch order (DESIGN, "One batch", step 5), on the host.
+///
+/// Takes the leaf phase's answers in routed order and the routed positions;
+/// gives the result's columns in batch order. `scatter_answers` is the host
+/// form of the scatter (the GPU form is device::gpu_router::scatter);
+/// `finish_ranges` writes what only range ops have: lower_bound keys and
+/// the flat scan output. Both run on the calling thread's TBB arena and
+/// wait.
+
+#include <tandem/batch_result.hpp>
+#include <tandem/core/routed_batch.hpp>
+#include <tandem/core/types.hpp>
+#include <tandem/host/leaf_phase.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem::host {
+
+/// @brief values_out[positions[i]] = values[i], found_out[positions[i]] =
+///        found[i] for i < n (parallel).
+void scatter_answers(const std::uint32_t* positions, const value_type* values, const std::uint8_t* found,
+                     std::size_t n, value_type* values_out, std::uint8_t* found_out);
+
+/// @brief Writes the lower_bound keys (from routes.keys at their routed
+///        index) into `result_keys` and every scan's entries, in batch
+///        order, into `columns` (scan_ops, scan_begin, scan_entries).
+/// @return bytes written.
+std::size_t finish_ranges(const leaf_phase_workspace& ws, const routed_batch_view& routes, key_type* result_keys,
+                          tandem::detail::answer_columns& columns);
+
+}  // namespace tandem::host

@@ -1,0 +1,54 @@
+// Answers back to batch order on the host (answer_scatter.hpp). Runs on the
+// dispatcher's TBB arena after the leaf phase.
+#include <tandem/host/answer_scatter.hpp>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <algorithm>
+
+namespace tandem::host {
+
+void scatter_answers(const std::uint32_t* positions, const value_type* values, const std::uint8_t* found,
+                     std::size_t n, value_type* values_out, std::uint8_t* found_out) {
+  constexpr std::size_t grain = std::size_t{1} << 14;
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t i = r.begin(); i < r.end(); ++i) {
+      const std::uint32_t p = positions[i];
+      values_out[p] = values[i];
+      found_out[p] = found[i];
+    }
+  });
+}
+
+std::size_t finish_ranges(const leaf_phase_workspace& ws, const routed_batch_view& routes, key_type* result_keys,
+                          tandem::detail::answer_columns& columns) {
+  const std::vector<range_op>& ranges = ws.ranges();
+  columns.scan_ops.clear();
+  columns.scan_begin.clear();
+  columns.scan_entries.clear();
+  if (ranges.empty()) return 0;
+  // Scans in batch order: their routed order is by key.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> scans;  // (position, range op)
+  for (std::size_t r = 0; r < ranges.size(); ++r) {
+    const range_op& o = ranges[r];
+    if (o.type == op_type::lower_bound) result_keys[o.pos] = routes.keys[o.index];
+    if (o.type == op_type::scan) scans.emplace_back(o.pos, static_cast<std::uint32_t>(r));
+  }
+  std::sort(scans.begin(), scans.end());
+  std::uint64_t total = 0;
+  for (const auto& [pos, r] : scans) {
+    columns.scan_ops.push_back(pos);
+    columns.scan_begin.push_back(total);
+    total += ws.scan_output(r).size();
+  }
+  columns.scan_begin.push_back(total);
+  columns.scan_entries.resize(total);
+  tbb::parallel_for(std::size_t{0}, scans.size(), [&](std::size_t s) {
+    const std::vector<entry>& from = ws.scan_output(scans[s].second);
+    std::copy(from.begin(), from.end(), columns.scan_entries.begin() + static_cast<std::ptrdiff_t>(columns.scan_begin[s]));
+  });
+  return total * sizeof(entry);
+}
+
+}  // namespace tandem::host

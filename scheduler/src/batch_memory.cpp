@@ -1,0 +1,94 @@
+// Batch memory pools (batch_memory.hpp).
+#include "batch_memory.hpp"
+
+#include <tandem/device/pinned.hpp>
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <new>
+
+namespace tandem::scheduler {
+namespace {
+constexpr std::size_t huge_page = std::size_t{2} << 20;
+}  // namespace
+
+void* allocate_host(std::size_t bytes, memory_kind kind) {
+  if (kind == memory_kind::pinned) return device::allocate_pinned(bytes);
+  if (bytes < huge_page) {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void* p = std::aligned_alloc(huge_page, (bytes + huge_page - 1) / huge_page * huge_page);
+  if (!p) throw std::bad_alloc();
+  (void)madvise(p, bytes, MADV_HUGEPAGE);  // a hint; without THP it is ordinary memory
+  return p;
+}
+
+void free_host(void* p, memory_kind kind) noexcept {
+  if (kind == memory_kind::pinned) {
+    device::free_pinned(p);
+  } else {
+    std::free(p);
+  }
+}
+
+struct answer_pool::slot : tandem::detail::answer_columns {
+  explicit slot(memory_kind kind) : value_memory(kind), found_memory(kind), status_memory(kind) {}
+  void reserve(std::size_t n) {
+    values = value_memory.get(n);
+    found = found_memory.get(n);
+    status = status_memory.get(n);
+  }
+  host_array<value_type> value_memory;
+  host_array<std::uint8_t> found_memory;
+  host_array<op_status> status_memory;
+};
+
+answer_pool::answer_pool(memory_kind kind) : kind_(kind) {}
+answer_pool::~answer_pool() = default;
+
+std::shared_ptr<tandem::detail::answer_columns> answer_pool::take(std::size_t n) {
+  std::unique_ptr<slot> s;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_.empty()) {
+      s = std::move(free_.back());
+      free_.pop_back();
+    } else {
+      ++slots_;
+    }
+  }
+  if (!s) s = std::make_unique<slot>(kind_);
+  s->reserve(n);
+  s->scan_entries.clear();
+  s->scan_ops.clear();
+  s->scan_begin.clear();
+  std::weak_ptr<answer_pool> home = weak_from_this();
+  slot* raw = s.release();
+  return std::shared_ptr<tandem::detail::answer_columns>(raw, [home](tandem::detail::answer_columns* c) {
+    auto* sl = static_cast<slot*>(c);
+    if (const std::shared_ptr<answer_pool> pool = home.lock()) {
+      pool->give_back(sl);
+    } else {
+      delete sl;
+    }
+  });
+}
+
+void answer_pool::give_back(slot* s) noexcept {
+  std::unique_ptr<slot> owned(s);
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(owned));
+  } catch (...) {  // no room to keep it: free it
+  }
+}
+
+std::size_t answer_pool::slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return slots_;
+}
+
+}  // namespace tandem::scheduler

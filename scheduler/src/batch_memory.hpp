@@ -1,0 +1,86 @@
+#pragma once
+// Batch memory (DESIGN, "Batch memory"): grow-only host arrays and the pool
+// of answer columns. Takes sizes; gives memory that is touched once and then
+// reused batch after batch, so a steady-state batch allocates nothing of its
+// size. With a GPU the arrays are pinned (the GPU copies them directly);
+// without one they are ordinary memory with transparent huge pages asked for
+// (madvise), which halves first-touch cost. Used by the dispatcher and the
+// look-ahead thread; a pool may be used from any thread.
+
+#include <tandem/batch_result.hpp>
+#include <tandem/core/types.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace tandem::scheduler {
+
+/// Where batch arrays live.
+enum class memory_kind : std::uint8_t { ordinary, pinned };
+
+/// @throws std::bad_alloc
+void* allocate_host(std::size_t bytes, memory_kind kind);
+void free_host(void* p, memory_kind kind) noexcept;
+
+/// A grow-only array of plain T; contents are kept only while it does not grow.
+template <class T>
+class host_array {
+ public:
+  explicit host_array(memory_kind kind = memory_kind::ordinary) noexcept : kind_(kind) {}
+  ~host_array() { free_host(data_, kind_); }
+  host_array(const host_array&) = delete;
+  host_array& operator=(const host_array&) = delete;
+
+  void set_kind(memory_kind kind) noexcept {
+    if (kind == kind_) return;
+    free_host(data_, kind_);
+    data_ = nullptr;
+    capacity_ = 0;
+    kind_ = kind;
+  }
+  /// @return room for n elements.
+  T* get(std::size_t n) {
+    if (n > capacity_) {
+      free_host(data_, kind_);
+      data_ = nullptr;
+      capacity_ = 0;
+      data_ = static_cast<T*>(allocate_host(std::max<std::size_t>(n, 1) * sizeof(T), kind_));
+      capacity_ = n;
+    }
+    return data_;
+  }
+  [[nodiscard]] T* data() const noexcept { return data_; }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t capacity_ = 0;
+  memory_kind kind_;
+};
+
+/// Answer columns handed to batch results and taken back when they die.
+/// Results may outlive the index: the pool is shared with every result's
+/// deleter, which frees the slot when the pool is gone.
+class answer_pool : public std::enable_shared_from_this<answer_pool> {
+ public:
+  explicit answer_pool(memory_kind kind);
+  ~answer_pool();
+
+  /// @return columns with room for n answers (contents unspecified).
+  std::shared_ptr<tandem::detail::answer_columns> take(std::size_t n);
+  /// @return slots allocated so far (a steady state stops growing it).
+  [[nodiscard]] std::size_t slots() const;
+
+ private:
+  struct slot;
+  void give_back(slot* s) noexcept;
+
+  memory_kind kind_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<slot>> free_;
+  std::size_t slots_ = 0;
+};
+
+}  // namespace tandem::scheduler

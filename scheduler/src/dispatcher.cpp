@@ -1,0 +1,229 @@
+// The submit queue and the dispatcher (index_impl.hpp). Takes jobs from any
+// submitting thread (Boost.Lockfree MPMC queue); the dispatcher thread runs
+// them strictly in queue order. While one batch runs its leaf phase on the
+// dispatcher, the next queued batch is validated and routed on the
+// look-ahead thread (DESIGN, pipelining), on the layout version of that
+// moment, which stays correct after the first batch's splits because ops
+// follow right links. Finishing a batch fulfils its future or runs its
+// callback on the dispatcher thread.
+#include "index_impl.hpp"
+
+#include <tandem/device/device_query.hpp>
+#include <tandem/error.hpp>
+
+#include <oneapi/tbb/info.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace tandem {
+namespace {
+
+void validate_config(const config& c) {
+  if (c.fanout != 16 && c.fanout != 32 && c.fanout != 64) {
+    throw std::invalid_argument("tandem::config.fanout must be 16, 32 or 64, got " + std::to_string(c.fanout));
+  }
+  if (!(c.leaf_fill > 0.0 && c.leaf_fill <= 1.0)) {
+    throw std::invalid_argument("tandem::config.leaf_fill must be in (0, 1], got " + std::to_string(c.leaf_fill));
+  }
+  if (std::isnan(c.gpu_share) || c.gpu_share > 1.0) {
+    throw std::invalid_argument("tandem::config.gpu_share must be in [0, 1] (or negative for automatic), got " +
+                                std::to_string(c.gpu_share));
+  }
+  if (c.gpu_failure_limit < 1) {
+    throw std::invalid_argument("tandem::config.gpu_failure_limit must be at least 1, got " +
+                                std::to_string(c.gpu_failure_limit));
+  }
+  if (c.threads > 4096) {
+    throw std::invalid_argument("tandem::config.threads must be at most 4096, got " + std::to_string(c.threads));
+  }
+}
+
+}  // namespace
+
+index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
+  validate_config(cfg_);
+  open_gpu();
+  memory_ = gpu_ ? scheduler::memory_kind::pinned : scheduler::memory_kind::ordinary;
+  for (route_space& s : spaces_) s.set_kind(memory_);
+  answers_ = std::make_shared<scheduler::answer_pool>(memory_);
+  auto_share_.store(cfg_.gpu_share < 0);
+  fixed_share_.store(cfg_.gpu_share < 0 ? 0.0 : cfg_.gpu_share);
+  const int threads = cfg_.threads ? static_cast<int>(cfg_.threads) : tbb::info::default_concurrency();
+  arena_.initialize(threads);
+  threads_ = static_cast<std::size_t>(threads);
+  rebuild_table_from_store();
+  publish_stats(nullptr, false, 0);
+  lookahead_ = std::make_unique<scheduler::worker_thread>();
+  if (gpu_) gpu_side_ = std::make_unique<scheduler::worker_thread>();
+  dispatcher_ = std::thread([this] { dispatch(); });
+}
+
+index::impl::~impl() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  dispatcher_.join();
+}
+
+void index::impl::enqueue(job* j) {
+  queued_.fetch_add(1, std::memory_order_acq_rel);
+  while (!queue_.push(j)) std::this_thread::yield();  // push fails only when memory runs out
+  { std::lock_guard<std::mutex> lock(mutex_); }
+  wake_.notify_one();
+}
+
+void index::impl::set_share(double share) {
+  if (std::isnan(share) || share < 0.0 || share > 1.0) {
+    throw std::invalid_argument("tandem::index::set_gpu_share: the share must be in [0, 1], got " +
+                                std::to_string(share));
+  }
+  fixed_share_.store(share);
+  auto_share_.store(false);
+}
+
+bool index::impl::inject_gpu_fault(device::stage s, int count) {
+  if (!gpu_) return false;
+  gpu_->inject_fault(s, count);
+  return true;
+}
+
+job* index::impl::pop_or_wait() {
+  for (;;) {
+    job* j = nullptr;
+    if (queue_.pop(j)) {
+      queued_.fetch_sub(1, std::memory_order_acq_rel);
+      return j;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stopping_ && queued_.load(std::memory_order_acquire) == 0) return nullptr;
+    wake_.wait(lock, [&] { return stopping_ || queued_.load(std::memory_order_acquire) > 0; });
+  }
+}
+
+job* index::impl::try_pop() {
+  job* j = nullptr;
+  if (!queue_.pop(j)) return nullptr;
+  queued_.fetch_sub(1, std::memory_order_acq_rel);
+  return j;
+}
+
+void index::impl::dispatch() {
+  prepared* ready = nullptr;
+  job* held = nullptr;  // a non-batch job popped while looking ahead
+  for (;;) {
+    if (!ready) {
+      job* j = held ? held : pop_or_wait();
+      held = nullptr;
+      if (!j) return;
+      if (j->type != job::kind::batch) {
+        run(j);
+        delete j;
+        continue;
+      }
+      ready = &slots_[next_slot_];
+      ready->reset(j, &spaces_[next_slot_]);
+      next_slot_ ^= 1;
+      prepare(*ready);
+    }
+    prepared* next = nullptr;
+    if (job* j2 = try_pop()) {
+      if (j2->type == job::kind::batch) {
+        next = &slots_[next_slot_];
+        next->reset(j2, &spaces_[next_slot_]);
+        next_slot_ ^= 1;
+        lookahead_->start([this, next] { prepare(*next); });
+      } else {
+        held = j2;
+      }
+    }
+    finish(*ready);
+    delete ready->j;
+    ready->j = nullptr;
+    ready = nullptr;
+    if (next) {
+      lookahead_->wait();  // prepare() keeps its exceptions in next->failure
+      ready = next;
+    }
+  }
+}
+
+void index::impl::run(job* j) {
+  try {
+    if (j->type == job::kind::load) {
+      arena_.execute([&] { load(j->pairs); });
+    } else if (j->type == job::kind::barrier) {
+      arena_.execute([&] { j->barrier_work(); });
+    }
+    j->finished.set_value();
+  } catch (...) {
+    j->finished.set_exception(std::current_exception());
+  }
+}
+
+void index::impl::prepare(prepared& p) {
+  try {
+    p.version = layout_snapshot();
+    arena_.execute([&] {
+      validate(p);
+      if (p.j->ops.size() != 0) {
+        const auto t0 = clock_type::now();
+        route(p);
+        p.times.route = seconds_since(t0);
+      }
+    });
+  } catch (...) {
+    p.failure = std::current_exception();
+  }
+}
+
+void index::impl::finish(prepared& p) {
+  job& j = *p.j;
+  std::uint64_t splits = 0;
+  if (!p.failure) {
+    try {
+      arena_.execute([&] { run_leaves(p, splits); });
+    } catch (...) {
+      p.failure = std::current_exception();
+      // The batch may have split leaves before failing: bring the leaf table
+      // and inner layout back in line with the leaves so the index stays
+      // consistent for the next batch.
+      try {
+        arena_.execute([&] { rebuild_table_from_store(); });
+      } catch (...) {
+      }
+    }
+  }
+  batch_result result;
+  if (!p.failure) {
+    if (p.result_keys.size() != p.n) p.result_keys = j.ops.take_keys();
+    result = batch_result(std::move(p.columns), p.n, std::move(p.result_keys));
+    for (auto& [i, message] : p.errors) result.add_error(i, std::move(message));
+  }
+  p.columns.reset();
+  result.set_sequence(sequence_++);
+  publish_stats(&p, p.failure != nullptr, splits);
+  if (j.done) {
+    try {
+      j.done(std::move(result), p.failure);
+    } catch (const std::exception& e) {
+      note_callback_error(e.what());
+    } catch (...) {
+      note_callback_error("unknown exception");
+    }
+  } else if (p.failure) {
+    j.promise.set_exception(p.failure);
+  } else {
+    j.promise.set_value(std::move(result));
+  }
+}
+
+void index::impl::note_callback_error(const std::string& what) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  ++stats_.callback_errors;
+  stats_.last_callback_error = what;
+}
+
+}  // namespace tandem

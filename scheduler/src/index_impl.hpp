@@ -1,0 +1,248 @@
+#pragma once
+// index::impl: the state of one index and the stages a batch goes through.
+// One file per stage implements it:
+//   dispatcher.cpp   submit queue, the dispatcher thread, look-ahead, finish
+//   validate.cpp     checking ops, status column, op counts     (step 1)
+//   route_stage.cpp  CPU/GPU split, sort-and-route, merge        (step 2)
+//   leaf_stage.cpp   leaf phase and answers back to batch order  (steps 3, 5)
+//   inner_sync.cpp   splits into the leaf table, layout rebuild, GPU upload,
+//                    load and verify                             (step 4)
+//   stats.cpp        the stats snapshot
+// Threads: the dispatcher thread owns the leaves, the leaf table and the
+// layout; the look-ahead thread routes the next batch (validate + route)
+// while the dispatcher runs the current one's leaf phase; the GPU thread
+// runs the GPU side of a split route. All parallel work runs on one TBB
+// arena of config.threads.
+#include <tandem/index.hpp>
+
+#include <tandem/core/inner_layout.hpp>
+#include <tandem/core/routed_batch.hpp>
+#include <tandem/device/gpu_router.hpp>
+#include <tandem/host/leaf_phase.hpp>
+#include <tandem/host/leaf_store.hpp>
+#include <tandem/host/route.hpp>
+#include <tandem/scheduler/share_policy.hpp>
+
+#include "batch_memory.hpp"
+#include "worker_thread.hpp"
+
+#include <boost/lockfree/queue.hpp>
+#include <oneapi/tbb/task_arena.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace tandem {
+
+using clock_type = std::chrono::steady_clock;
+
+inline double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+/// One unit of work in the queue: a batch, a load, or a barrier.
+struct job {
+  enum class kind { batch, load, barrier } type = kind::batch;
+  tandem::batch ops;
+  std::vector<entry> pairs;            // load
+  std::promise<batch_result> promise;  // batch via submit(b)
+  index::callback done;                // batch via submit(b, cb)
+  std::promise<void> finished;         // load, barrier
+  std::function<void()> barrier_work;  // barrier: runs on the dispatcher
+};
+
+/// The arrays of one routed batch (routed_batch_view), grow-only.
+struct routed_arrays {
+  scheduler::host_array<std::uint32_t> positions, group_begin, group_ordinal;
+  scheduler::host_array<key_type> keys;
+  scheduler::host_array<std::uint64_t> args;
+  scheduler::host_array<std::uint8_t> types;
+  void set_kind(scheduler::memory_kind k) {
+    positions.set_kind(k);
+    group_begin.set_kind(k);
+    group_ordinal.set_kind(k);
+    keys.set_kind(k);
+    args.set_kind(k);
+    types.set_kind(k);
+  }
+  /// A view with room for n ops; args and types only when wanted.
+  routed_batch_view view(std::size_t n, bool with_args_and_types) {
+    routed_batch_view v;
+    v.positions = positions.get(n);
+    v.keys = keys.get(n);
+    v.args = with_args_and_types ? args.get(n) : nullptr;
+    v.types = with_args_and_types ? types.get(n) : nullptr;
+    v.group_begin = group_begin.get(n + 1);
+    v.group_ordinal = group_ordinal.get(n);
+    return v;
+  }
+};
+
+/// Buffers of one batch between its route and its answers. Two exist: one
+/// batch is routed while the previous one runs its leaf phase.
+struct route_space {
+  routed_arrays final_route;     // what the leaf phase reads
+  routed_arrays gpu_side, cpu_side;  // the two shares of a split route, before the merge
+  host::routed_batch cpu_work;   // grouping work arrays of CPU routing
+  scheduler::host_array<value_type> answers;     // leaf-phase answers in routed order
+  scheduler::host_array<std::uint8_t> found;
+  void set_kind(scheduler::memory_kind k) {
+    final_route.set_kind(k);
+    gpu_side.set_kind(k);
+    cpu_side.set_kind(k);
+    answers.set_kind(k);
+    found.set_kind(k);
+  }
+};
+
+/// What the route stage of one batch did.
+struct route_report {
+  std::size_t gpu_keys = 0;
+  std::size_t cpu_keys = 0;
+  double gpu_seconds = 0;
+  double cpu_seconds = 0;
+  bool gpu_failed = false;
+  std::array<std::uint64_t, op_type_count> ops_by_type{};
+  double gpu_rate = 0;  // the policy's moving averages after this batch
+  double cpu_rate = 0;
+  device::route_timing gpu;
+};
+
+/// A batch between its route and its leaf phase (two, reused).
+struct prepared {
+  job* j = nullptr;
+  std::size_t n = 0;  // ops in the batch
+  route_space* space = nullptr;
+  std::shared_ptr<const inner_layout> version;  // the layout its ordinals refer to
+  std::shared_ptr<tandem::detail::answer_columns> columns;
+  std::vector<key_type> result_keys;  // the batch's key column, lower_bound keys patched
+  std::vector<std::pair<std::size_t, std::string>> errors;  // invalid ops, by index
+  routed_batch_view routes;
+  bool gets_only = false;
+  stage_times times;
+  stage_bytes bytes;
+  route_report info;
+  bool gpu_scatter = false;
+  std::exception_ptr failure;
+  void reset(job* jb, route_space* sp) {
+    j = jb;
+    n = jb->ops.size();
+    space = sp;
+    version.reset();
+    columns.reset();
+    result_keys = {};
+    errors.clear();
+    routes = {};
+    gets_only = false;
+    times = {};
+    bytes = {};
+    info = {};
+    gpu_scatter = false;
+    failure = nullptr;
+  }
+};
+
+class index::impl {
+ public:
+  explicit impl(const config& cfg);
+  ~impl();
+
+  void enqueue(job* j);
+  std::size_t size() const { return keys_.load(std::memory_order_acquire); }
+  void set_share(double share);
+  void set_auto_share() { auto_share_.store(true); }
+  bool inject_gpu_fault(device::stage s, int count);
+  tandem::stats snapshot() const;
+  void verify_all();
+  std::size_t answer_slots() const { return answers_->slots(); }
+
+ private:
+  // dispatcher.cpp
+  job* pop_or_wait();
+  job* try_pop();
+  void dispatch();
+  void run(job* j);
+  void prepare(prepared& p);
+  void finish(prepared& p);
+  void note_callback_error(const std::string& what);
+
+  // validate.cpp
+  void validate(prepared& p);
+
+  // route_stage.cpp
+  void route(prepared& p);
+  void route_gpu(prepared& p, const routed_batch_view& want, routed_batch_view& out, std::size_t m);
+  void observe_rates(route_report& info);
+  void merge_routes(routed_batch_view& gpu, routed_batch_view& cpu, routed_batch_view& out, std::size_t n);
+
+  // leaf_stage.cpp
+  void run_leaves(prepared& p, std::uint64_t& split_count);
+
+  // inner_sync.cpp
+  void open_gpu();
+  void sync_gpu();
+  void note_gpu_failure();
+  std::shared_ptr<const inner_layout> layout_snapshot() const;
+  std::shared_ptr<const inner_layout> gpu_layout_snapshot() const;
+  void set_layout(std::shared_ptr<const inner_layout> l);
+  void inner_sync(std::vector<host::split_record>& splits);
+  void rebuild_table_from_store();
+  void load(std::vector<entry>& pairs);
+
+  // stats.cpp
+  void publish_stats(const prepared* p, bool failed, std::uint64_t splits);
+
+  config cfg_;
+  tbb::task_arena arena_;
+  std::size_t threads_ = 0;
+  std::string device_;
+  scheduler::memory_kind memory_ = scheduler::memory_kind::ordinary;
+
+  // Owned by the dispatcher thread.
+  host::leaf_store store_;
+  host::leaf_table table_;
+  std::shared_ptr<const inner_layout> layout_;      // latest version
+  std::shared_ptr<const inner_layout> gpu_layout_;  // version on the GPU
+  host::leaf_phase_workspace leaf_ws_;              // leaf phases run one at a time
+  host::leaf_phase_report leaf_report_;
+  mutable std::mutex layout_mutex_;  // guards layout_ and gpu_layout_ (the pointers)
+  std::mutex gpu_turn_;              // a GPU route and an upload never overlap
+  route_space spaces_[2];
+  prepared slots_[2];
+  int next_slot_ = 0;
+  std::shared_ptr<scheduler::answer_pool> answers_;
+  std::unique_ptr<device::gpu_router> gpu_;
+  scheduler::share_policy policy_;  // used by one route at a time
+  std::atomic<int> consecutive_failures_{0};
+  std::atomic<bool> degraded_{false};
+  std::atomic<std::uint64_t> gpu_failures_{0};
+  std::string group_sizes_;
+  std::atomic<bool> auto_share_{true};
+  std::atomic<double> fixed_share_{0.0};
+  std::uint64_t inner_syncs_ = 0;
+  std::uint64_t sequence_ = 0;  // batches run so far
+
+  std::atomic<std::size_t> keys_{0};
+  mutable std::mutex stats_mutex_;
+  tandem::stats stats_;
+
+  boost::lockfree::queue<job*> queue_;
+  std::atomic<std::size_t> queued_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::unique_ptr<scheduler::worker_thread> lookahead_;  // routes the next batch
+  std::unique_ptr<scheduler::worker_thread> gpu_side_;   // GPU share of a split route
+  std::thread dispatcher_;
+};
+
+}  // namespace tandem

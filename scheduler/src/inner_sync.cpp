@@ -1,0 +1,149 @@
+// Step 4 of a batch and the jobs that reshape the index (index_impl.hpp):
+// new separators from splits merge into the leaf table, the inner layout is
+// rebuilt on the CPU (linear in the leaves) and uploaded to the GPU's idle
+// buffer; bulk load; the whole-index invariant check; choosing the GPU at
+// construction. Runs on the dispatcher thread, in the arena.
+#include "index_impl.hpp"
+
+#include <tandem/device/device_query.hpp>
+#include <tandem/error.hpp>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_sort.h>
+
+#include <algorithm>
+
+namespace tandem {
+
+void index::impl::open_gpu() {
+  if (cfg_.device == device_kind::cpu) {
+    device_ = "cpu (config.device = cpu)";
+    return;
+  }
+  const device::device_report devices = device::query_devices();
+  if (devices.devices.empty()) {
+    if (cfg_.device == device_kind::gpu) {
+      throw error("tandem::config.device = gpu, but there is no usable GPU: " + devices.reason);
+    }
+    device_ = "cpu (" + device::describe(devices) + ")";
+    return;
+  }
+  try {
+    device::router_options options;
+    options.order = cfg_.gpu_order == gpu_query_order::partial_sort ? device::aggregation::partial
+                    : cfg_.gpu_order == gpu_query_order::none       ? device::aggregation::none
+                                                                    : device::aggregation::full;
+    gpu_ = std::make_unique<device::gpu_router>(options);
+    device_ = "gpu " + gpu_->name();
+  } catch (const std::exception& e) {
+    if (cfg_.device == device_kind::gpu) {
+      throw error(std::string("tandem::config.device = gpu, but the GPU cannot be used: ") + e.what());
+    }
+    gpu_.reset();
+    device_ = std::string("cpu (GPU unusable: ") + e.what() + ")";
+  }
+}
+
+void index::impl::sync_gpu() {
+  if (!gpu_ || degraded_.load()) return;
+  try {
+    // The router switches versions when the upload completes; a route in
+    // flight must see its ordinals mapped through the version it used, so
+    // uploads and routes on the GPU take turns (see route()).
+    std::lock_guard<std::mutex> turn(gpu_turn_);
+    gpu_->upload(*layout_);
+    std::lock_guard<std::mutex> lock(layout_mutex_);
+    gpu_layout_ = layout_;
+    group_sizes_.clear();
+    for (int g : gpu_->group_sizes()) group_sizes_ += (group_sizes_.empty() ? "" : ",") + std::to_string(g);
+  } catch (const std::exception&) {
+    note_gpu_failure();
+  }
+}
+
+void index::impl::note_gpu_failure() {
+  ++gpu_failures_;
+  if (++consecutive_failures_ >= cfg_.gpu_failure_limit) degraded_.store(true);
+}
+
+std::shared_ptr<const inner_layout> index::impl::layout_snapshot() const {
+  std::lock_guard<std::mutex> lock(layout_mutex_);
+  return layout_;
+}
+std::shared_ptr<const inner_layout> index::impl::gpu_layout_snapshot() const {
+  std::lock_guard<std::mutex> lock(layout_mutex_);
+  return gpu_layout_;
+}
+void index::impl::set_layout(std::shared_ptr<const inner_layout> l) {
+  std::lock_guard<std::mutex> lock(layout_mutex_);
+  layout_ = std::move(l);
+}
+
+void index::impl::inner_sync(std::vector<host::split_record>& splits) {
+  std::sort(splits.begin(), splits.end(),
+            [](const host::split_record& a, const host::split_record& b) { return a.separator < b.separator; });
+  std::vector<key_type> low(table_.low_keys.size() + splits.size());
+  std::vector<leaf_id> ids(low.size());
+  std::size_t i = 0, s = 0, o = 0;
+  while (i < table_.low_keys.size() || s < splits.size()) {
+    if (s == splits.size() || (i < table_.low_keys.size() && table_.low_keys[i] < splits[s].separator)) {
+      low[o] = table_.low_keys[i];
+      ids[o++] = table_.ids[i++];
+    } else {
+      low[o] = splits[s].separator;
+      ids[o++] = splits[s++].right;
+    }
+  }
+  table_.low_keys = std::move(low);
+  table_.ids = std::move(ids);
+  set_layout(std::make_shared<const inner_layout>(
+      inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout)));
+  sync_gpu();
+  ++inner_syncs_;
+}
+
+void index::impl::rebuild_table_from_store() {
+  table_ = store_.table();
+  set_layout(std::make_shared<const inner_layout>(
+      inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout)));
+  sync_gpu();
+  keys_.store(store_.size(), std::memory_order_release);
+}
+
+void index::impl::load(std::vector<entry>& pairs) {
+  // Sort by key; for a key given twice the later pair wins (stable order by index).
+  std::vector<std::pair<key_type, std::size_t>> order(pairs.size());
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, pairs.size()), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t i = r.begin(); i < r.end(); ++i) order[i] = {pairs[i].key, i};
+  });
+  tbb::parallel_sort(order.begin(), order.end());
+  std::vector<key_type> keys;
+  std::vector<value_type> values;
+  keys.reserve(order.size());
+  values.reserve(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (i + 1 < order.size() && order[i + 1].first == order[i].first) continue;  // a later duplicate wins
+    keys.push_back(order[i].first);
+    values.push_back(pairs[order[i].second].value);
+  }
+  std::vector<entry>().swap(pairs);
+  store_ = host::leaf_store::bulk_load(keys.data(), values.data(), keys.size(), cfg_.leaf_fill);
+  rebuild_table_from_store();
+  ++inner_syncs_;
+}
+
+void index::impl::verify_all() {
+  store_.verify();
+  const host::leaf_table walked = store_.table();
+  if (walked.low_keys != table_.low_keys || walked.ids != table_.ids) {
+    throw invariant_error("index: the leaf table differs from the chain of leaves");
+  }
+  layout_->verify(table_.low_keys.data(), table_.ids.data(), table_.size());
+  if (store_.size() != keys_.load()) {
+    throw invariant_error("index: key count " + std::to_string(keys_.load()) + " != " +
+                          std::to_string(store_.size()) + " keys in the leaves");
+  }
+}
+
+}  // namespace tandem

@@ -1,0 +1,55 @@
+// The stats snapshot (index_impl.hpp): updated by the dispatcher after each
+// batch, read by any thread through index::stats().
+#include "index_impl.hpp"
+
+namespace tandem {
+
+void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t splits) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  if (p) {
+    const route_report& r = p->info;
+    const std::size_t n = p->n;
+    stats_.gpu_share = n ? static_cast<double>(r.gpu_keys) / static_cast<double>(n) : 0;
+    stats_.gpu_keys += r.gpu_keys;
+    stats_.cpu_keys += r.cpu_keys;
+    stats_.gpu_upload = r.gpu.upload;
+    stats_.gpu_sort = r.gpu.sort;
+    stats_.gpu_kernel = r.gpu.kernel;
+    stats_.gpu_download = r.gpu.download;
+    stats_.gpu_route = r.gpu_seconds;
+    stats_.cpu_route = r.cpu_seconds;
+    if (r.gpu_rate > 0 || r.cpu_rate > 0) {
+      stats_.gpu_rate = r.gpu_rate;
+      stats_.cpu_rate = r.cpu_rate;
+    }
+    ++stats_.batches;
+    stats_.failed_batches += failed;
+    stats_.ops += n;
+    stats_.invalid_ops += failed ? 0 : p->errors.size();
+    for (std::size_t type = 0; type < op_type_count; ++type) stats_.ops_by_type[type] += r.ops_by_type[type];
+    if (!failed && n != 0) (p->gpu_scatter ? stats_.gpu_scatters : stats_.host_scatters) += 1;
+    stats_.splits += splits;
+    stats_.total += p->times;
+    stats_.total_bytes += p->bytes;
+    stats_.last = p->times;
+    stats_.last_batch_ops = n;
+  }
+  stats_.gpu_share_auto = auto_share_.load();
+  stats_.gpu_degraded = degraded_.load();
+  stats_.gpu_failures = gpu_failures_;
+  stats_.gpu_group_sizes = group_sizes_;
+  stats_.inner_syncs = inner_syncs_;
+  stats_.keys = keys_.load(std::memory_order_acquire);
+  stats_.leaves = table_.size();
+  stats_.inner_height = layout_->height();
+  stats_.inner_bytes = layout_->bytes();
+  stats_.threads = threads_;
+  stats_.device = degraded_.load() ? device_ + " [degraded: routing on the CPU]" : device_;
+}
+
+tandem::stats index::impl::snapshot() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return stats_;
+}
+
+}  // namespace tandem

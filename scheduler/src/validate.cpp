@@ -1,0 +1,81 @@
+// Step 1 of a batch (index_impl.hpp): check the ops in one parallel pass
+// over the type column (keys and args read for range ops only), count them
+// by type, take the answer columns from the pool and fill the status column.
+// Runs on the look-ahead thread (or the dispatcher), in the arena.
+#include "index_impl.hpp"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <algorithm>
+
+namespace tandem {
+namespace {
+
+std::string op_text(std::size_t i, op_type t) {
+  return "op " + std::to_string(i) + " (" + to_string(t) + ")";
+}
+
+struct check_state {
+  std::array<std::uint64_t, op_type_count> counts{};
+  std::vector<std::pair<std::size_t, std::string>> bad;
+};
+
+}  // namespace
+
+void index::impl::validate(prepared& p) {
+  const auto t0 = clock_type::now();
+  const batch& b = p.j->ops;
+  const std::size_t n = b.size();
+  p.columns = answers_->take(n);
+  op_status* status = p.columns->status;
+  const op_type* types = b.types();
+  const key_type* lo = b.keys();
+  const std::uint64_t* hi = b.args();
+  tbb::enumerable_thread_specific<check_state> checks;
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, std::size_t{1} << 14),
+                    [&](const tbb::blocked_range<std::size_t>& r) {
+                      check_state& c = checks.local();
+                      for (std::size_t i = r.begin(); i < r.end(); ++i) {
+                        const op_type t = types[i];
+                        status[i] = op_status::ok;
+                        if (t <= op_type::lower_bound) {
+                          ++c.counts[static_cast<std::size_t>(t)];
+                          continue;
+                        }
+                        if (t > op_type::count) {
+                          status[i] = op_status::invalid;
+                          c.bad.emplace_back(i, "op " + std::to_string(i) + ": unknown op type " +
+                                                    std::to_string(static_cast<int>(t)));
+                          continue;
+                        }
+                        ++c.counts[static_cast<std::size_t>(t)];
+                        if (lo[i] > hi[i]) {
+                          status[i] = op_status::invalid;
+                          c.bad.emplace_back(i, op_text(i, t) + ": lo " + std::to_string(lo[i]) + " > hi " +
+                                                    std::to_string(hi[i]));
+                        } else if (t == op_type::scan) {
+                          const scan_spec* s = b.find_scan(i);
+                          if (s->limit > max_scan_limit) {
+                            status[i] = op_status::invalid;
+                            c.bad.emplace_back(i, op_text(i, t) + ": limit " + std::to_string(s->limit) +
+                                                      " exceeds max_scan_limit " + std::to_string(max_scan_limit));
+                          }
+                        }
+                      }
+                    });
+  for (check_state& c : checks) {
+    for (std::size_t t = 0; t < op_type_count; ++t) p.info.ops_by_type[t] += c.counts[t];
+    for (auto& e : c.bad) p.errors.push_back(std::move(e));
+  }
+  std::sort(p.errors.begin(), p.errors.end());
+  p.gets_only = p.info.ops_by_type[static_cast<std::size_t>(op_type::get)] == n;
+  p.times.validate = seconds_since(t0);
+  p.bytes.validate = n * (sizeof(op_type) + sizeof(op_status)) +
+                     (n - p.info.ops_by_type[0] - p.info.ops_by_type[1] - p.info.ops_by_type[2] -
+                      p.info.ops_by_type[3] - p.info.ops_by_type[4]) *
+                         (sizeof(key_type) + sizeof(std::uint64_t));
+}
+
+}  // namespace tandem
