@@ -4,6 +4,7 @@
 
 #include <oneapi/tbb/parallel_for.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -22,6 +23,15 @@ struct completion {
   tandem::batch_result result;
   std::exception_ptr error;
   route_sums route;  // of this batch alone
+};
+
+/// Shared by the callback (which captures only a pointer to it, so the
+/// std::function holding it needs no heap memory) and the submitting thread.
+struct completion_queue {
+  tandem::index* idx = nullptr;
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<completion> finished;
 };
 
 std::string what_of(const std::exception_ptr& e) {
@@ -48,31 +58,73 @@ tandem::stage_times stage_difference(const tandem::stage_times& a, const tandem:
   return d;
 }
 
+tandem::stage_bytes stage_difference(const tandem::stage_bytes& a, const tandem::stage_bytes& b) {
+  tandem::stage_bytes d;
+  d.validate = a.validate - b.validate;
+  d.route = a.route - b.route;
+  d.order = a.order - b.order;
+  d.read = a.read - b.read;
+  d.leaf = a.leaf - b.leaf;
+  d.sync = a.sync - b.sync;
+  d.complete = a.complete - b.complete;
+  d.pcie = a.pcie - b.pcie;
+  return d;
+}
+
+void build_batch(const std::vector<tandem::op>& ops, tandem::batch& b) {
+  using tandem::op_type;
+  const std::size_t n = ops.size();
+  const op_type type = n ? ops.front().type : op_type::get;
+  const bool one_type = type != op_type::scan && type != op_type::count &&
+                        std::all_of(ops.begin(), ops.end(), [type](const tandem::op& o) { return o.type == type; });
+  if (!one_type) {
+    b.reserve(b.size() + n);
+    for (const tandem::op& o : ops) b.add(o);
+    return;
+  }
+  std::vector<tandem::key_type> keys(n);
+  for (std::size_t i = 0; i < n; ++i) keys[i] = ops[i].key;
+  if (type == op_type::put || type == op_type::insert) {
+    std::vector<tandem::value_type> values(n);
+    for (std::size_t i = 0; i < n; ++i) values[i] = ops[i].arg;
+    if (type == op_type::put) {
+      b.put(keys.data(), values.data(), n);
+    } else {
+      b.insert(keys.data(), values.data(), n);
+    }
+  } else if (type == op_type::get) {
+    b.get(keys.data(), n);
+  } else if (type == op_type::erase) {
+    b.erase(keys.data(), n);
+  } else {
+    b.lower_bound(keys.data(), n);
+  }
+}
+
 tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tandem::op>>& batches,
                           std::size_t inflight, bool keep_results, const std::string& label) {
   const std::size_t n = batches.size();
   std::vector<tandem::batch> built(n);
-  tbb::parallel_for(std::size_t{0}, n, [&](std::size_t b) {
-    built[b].reserve(batches[b].size());
-    for (const tandem::op& o : batches[b]) built[b].add(o);
-  });
+  tbb::parallel_for(std::size_t{0}, n, [&](std::size_t b) { build_batch(batches[b], built[b]); });
 
   tandem_figures f;
   if (keep_results) f.kept.reserve(n);
-  std::mutex m;
-  std::condition_variable cv;
-  std::deque<completion> finished;
-  auto on_done = [&](tandem::batch_result r, std::exception_ptr e) {
+  completion_queue queue;
+  queue.idx = &idx;
+  auto on_done = [q = &queue](tandem::batch_result r, std::exception_ptr e) {
+    // The bench's bookkeeping (a stats snapshot with its strings, a deque
+    // node now and then) is left out of the allocation count.
+    const alloc_count::pause_here pause;
     completion c;
     c.result = std::move(r);
     c.error = std::move(e);
-    const tandem::stats s = idx.stats();  // this batch's: the next one has not started
+    const tandem::stats s = q->idx->stats();  // this batch's: the next one has not started
     c.route = {s.gpu_upload, s.gpu_sort, s.gpu_kernel, s.gpu_download, s.gpu_route, s.cpu_route};
     {
-      std::lock_guard<std::mutex> lock(m);
-      finished.push_back(std::move(c));
+      std::lock_guard<std::mutex> lock(q->m);
+      q->finished.push_back(std::move(c));
     }
-    cv.notify_one();
+    q->cv.notify_one();
   };
 
   const tandem::stats before = idx.stats();
@@ -80,6 +132,8 @@ tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tand
   std::size_t submitted = 0, done = 0;
   {
     progress_bar bar(label, n);
+    f.allocs_counted = alloc_count::available();
+    if (f.allocs_counted) alloc_count::start();
     const auto t0 = clock_type::now();
     // Every submitted batch is waited for, also after a failure: the callback
     // refers to this frame.
@@ -95,10 +149,10 @@ tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tand
       if (done == submitted) break;
       completion c;
       {
-        std::unique_lock<std::mutex> lock(m);
-        cv.wait(lock, [&] { return !finished.empty(); });
-        c = std::move(finished.front());
-        finished.pop_front();
+        std::unique_lock<std::mutex> lock(queue.m);
+        queue.cv.wait(lock, [&] { return !queue.finished.empty(); });
+        c = std::move(queue.finished.front());
+        queue.finished.pop_front();
       }
       const std::size_t b = done++;
       if (c.error) {
@@ -106,7 +160,9 @@ tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tand
         continue;
       }
       std::uint64_t hits = 0;
-      for (std::size_t i = 0; i < c.result.size(); ++i) hits += c.result.found(i);
+      if (const std::uint8_t* found = c.result.found_flags()) {
+        for (std::size_t i = 0; i < c.result.size(); ++i) hits += found[i];
+      }
       f.run.hits += hits;
       f.run.entries += c.result.scan_entries().size();
       f.run.ops += c.result.size();
@@ -116,15 +172,21 @@ tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tand
       f.route.gpu_download += c.route.gpu_download;
       f.route.gpu_route += c.route.gpu_route;
       f.route.cpu_route += c.route.cpu_route;
-      if (keep_results) f.kept.push_back(std::move(c.result));
+      if (keep_results) f.kept.push_back(std::move(c.result));  // else destroyed here: back to the pools
+      const alloc_count::pause_here pause;
       bar.update(done);
     }
     f.run.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+    if (f.allocs_counted) f.allocs = alloc_count::stop();
   }
   if (!failure.empty()) throw std::runtime_error(failure);
 
   f.after = idx.stats();
   f.stages = stage_difference(f.after.total, before.total);
+  f.bytes = stage_difference(f.after.total_bytes, before.total_bytes);
+  f.batches = f.after.batches - before.batches;
+  f.gpu_scatters = f.after.gpu_scatters - before.gpu_scatters;
+  f.host_scatters = f.after.host_scatters - before.host_scatters;
   f.gpu_keys = f.after.gpu_keys - before.gpu_keys;
   f.cpu_keys = f.after.cpu_keys - before.cpu_keys;
   f.last_share = f.after.gpu_share;

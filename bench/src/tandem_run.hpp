@@ -9,6 +9,7 @@
 /// gpu_kernel, gpu_download, gpu_route, cpu_route: "of the latest batch" in
 /// tandem::stats) are summed over a run.
 
+#include "alloc_count.hpp"
 #include "baselines.hpp"
 
 #include <tandem/tandem.hpp>
@@ -32,14 +33,30 @@ struct route_sums {
 struct tandem_figures {
   run_figures run;
   tandem::stage_times stages;  ///< summed over the run's batches
+  tandem::stage_bytes bytes;   ///< summed over the run's batches (stats().total_bytes difference)
+  std::uint64_t batches = 0;   ///< batches completed in the run (stats().batches difference)
   route_sums route;            ///< summed over the run's batches
   std::uint64_t gpu_keys = 0;  ///< keys routed on the GPU in the run
   std::uint64_t cpu_keys = 0;  ///< keys routed on the CPU in the run (GPU failures re-routed included)
   double last_share = 0;       ///< stats().gpu_share after the last batch
   std::uint64_t splits = 0;
   std::uint64_t gpu_failures = 0;  ///< GPU routes that failed in the run
+  std::uint64_t gpu_scatters = 0;  ///< batches whose answers went back to batch order on the GPU
+  std::uint64_t host_scatters = 0; ///< ... on the host
+  /// Heap allocations of the whole process during the timed run (the
+  /// bench's own bookkeeping in the completion callback excepted); valid
+  /// when allocs_counted (not in sanitizer builds).
+  alloc_count::counts allocs;
+  bool allocs_counted = false;
   tandem::stats after;             ///< the index's stats after the run
   std::vector<tandem::batch_result> kept;  ///< every result, when asked to keep them
+
+  /// Host bytes (the stages' bytes less those that crossed PCIe).
+  [[nodiscard]] std::uint64_t host_bytes() const noexcept {
+    const std::uint64_t all = bytes.validate + bytes.route + bytes.order + bytes.read + bytes.leaf + bytes.sync +
+                              bytes.complete;
+    return all > bytes.pcie ? all - bytes.pcie : 0;
+  }
 
   /// Share of the run's keys routed on the GPU: the batch-size-weighted mean
   /// of stats().gpu_share over the run's batches.
@@ -50,7 +67,10 @@ struct tandem_figures {
 };
 
 /// @brief Runs `batches` on `idx` (tandem::batch objects are built from them
-///        before timing) with at most `inflight` batches queued.
+///        before timing, with the bulk appends where a batch is of one op
+///        type) with at most `inflight` batches queued. Each result is
+///        destroyed once counted (its answer columns go back to the index's
+///        pools for later batches) unless `keep_results`.
 /// @param label progress-bar label
 /// @throws std::runtime_error naming the first batch that failed, once every
 ///         batch in flight has completed
@@ -59,5 +79,10 @@ struct tandem_figures {
 
 /// `a - b`, field by field.
 [[nodiscard]] tandem::stage_times stage_difference(const tandem::stage_times& a, const tandem::stage_times& b);
+[[nodiscard]] tandem::stage_bytes stage_difference(const tandem::stage_bytes& a, const tandem::stage_bytes& b);
+
+/// Appends `ops` to `b`: whole columns (get/put/insert/erase/lower_bound of
+/// arrays) when every op has one type, else op by op.
+void build_batch(const std::vector<tandem::op>& ops, tandem::batch& b);
 
 }  // namespace tandem_bench

@@ -17,7 +17,14 @@ namespace {
 gpu_router::gpu_router(const router_options&) { no_cuda(); }
 gpu_router::~gpu_router() = default;
 void gpu_router::upload(const inner_layout&) { no_cuda(); }
-void gpu_router::route(const key_type*, std::size_t, std::uint32_t*, std::uint32_t*, route_timing*) { no_cuda(); }
+void gpu_router::route(const key_type*, const value_type*, const std::uint8_t*, std::size_t, routed_batch_view&,
+                       route_timing*) {
+  no_cuda();
+}
+void gpu_router::scatter(const std::uint32_t*, const value_type*, const std::uint8_t*, std::size_t, value_type*,
+                         std::uint8_t*, scatter_timing*) {
+  no_cuda();
+}
 std::string gpu_router::name() const { no_cuda(); }
 int gpu_router::device_ordinal() const { no_cuda(); }
 std::vector<int> gpu_router::group_sizes() const { no_cuda(); }

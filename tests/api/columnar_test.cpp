@@ -140,7 +140,9 @@ TEST(Columnar, ColumnsEqualPerOpAccessors) {
       const op_result one = r[i];
       ASSERT_EQ(one.value, values[i]);
       if (b[i].type == op_type::scan && r.ok(i)) {
-        if (!r.scan(i).empty()) ASSERT_EQ(r.scan(i).data(), r.scan_entries().data() + one.scan_offset);
+        if (!r.scan(i).empty()) {
+          ASSERT_EQ(r.scan(i).data(), r.scan_entries().data() + one.scan_offset);
+        }
         entries += r.scan(i).size();
       }
     }

@@ -1,30 +1,27 @@
-// gpu_router: batches routed on the GPU over random layouts of every fanout,
-// every group size, every aggregation order, checked op by op against
-// std::upper_bound over the leaf table, plus the grouping invariant, re-upload
-// (double buffer), fault injection at each stage, and the constructor's error
-// without a GPU. Tests that need a GPU have "Gpu" in their name (ctest label
-// `gpu`) and skip with the reason when none is usable.
+// gpu_router::route: batches routed on the GPU over random layouts of every
+// fanout, every group size and every aggregation order, each routed_batch_view
+// checked op by op against core's host descent (gpu_test_support.hpp): groups
+// = runs of ordinal, every position once, keys/args/types gathered right,
+// (key, position) or position order inside groups. Plus chunked batches,
+// 2^24 keys, edge keys, pinned and pageable arrays, calibration, re-upload
+// (double buffer), uploads beside routes, fault injection at each stage, bad
+// use, constant memory, and the constructor's error without a GPU. Tests
+// that need a GPU have "Gpu" in their name (ctest label `gpu`) and skip with
+// the reason when none is usable.
 #include <tandem/core/inner_layout.hpp>
 #include <tandem/device/device_query.hpp>
 #include <tandem/device/gpu_router.hpp>
 #include <tandem/error.hpp>
 
-#include "support/keys.hpp"
-
-#include "support/tables.hpp"
+#include "device/gpu_test_support.hpp"
 
 #include <gtest/gtest.h>
-
-#if defined(TANDEM_HAS_CUDA)
-#include <cuda_runtime_api.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <iostream>
 #include <memory>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -35,103 +32,18 @@ namespace {
 
 using namespace tandem;
 using namespace tandem::device;
-
-#define TANDEM_REQUIRE_GPU()                                                     \
-  do {                                                                           \
-    const device_report tandem_report_ = query_devices();                        \
-    if (tandem_report_.devices.empty()) {                                        \
-      GTEST_SKIP() << "no usable GPU: " << tandem_report_.reason;                \
-    }                                                                            \
-  } while (0)
-
 using test::build;
+using test::expect_routed;
+using test::gpu_batch;
+using test::make_batch;
+using test::name;
+using test::pattern;
 using test::random_table;
-using test::reference;
+using test::route_and_check;
+using test::routed_arrays;
 using test::table;
 
-enum class pattern { uniform, clustered, all_equal, edges, separators };
-
-const char* name(pattern p) {
-  switch (p) {
-    case pattern::uniform: return "uniform";
-    case pattern::clustered: return "clustered";
-    case pattern::all_equal: return "all_equal";
-    case pattern::edges: return "edges";
-    case pattern::separators: return "separators";
-  }
-  return "?";
-}
-
-/// n keys of a pattern; every pattern but all_equal includes 0 and UINT64_MAX
-/// often; `separators` hits low keys and their neighbours.
-std::vector<key_type> make_keys(pattern p, std::size_t n, std::uint64_t seed, const table& t) {
-  std::vector<key_type> keys(n);
-  std::mt19937_64 rng(seed);
-  switch (p) {
-    case pattern::all_equal: {
-      const key_type k = seed % 3 == 0 ? max_key : seed % 3 == 1 ? min_key : rng();
-      std::fill(keys.begin(), keys.end(), k);
-      return keys;
-    }
-    case pattern::separators: {
-      for (key_type& k : keys) {
-        const key_type s = t.low_keys[rng() % t.low_keys.size()];
-        const int d = static_cast<int>(rng() % 3) - 1;
-        k = d < 0 ? (s == min_key ? s : s - 1) : d > 0 ? (s == max_key ? s : s + 1) : s;
-      }
-      return keys;
-    }
-    default: break;
-  }
-  const test::key_pattern kp = p == pattern::uniform     ? test::key_pattern::uniform
-                               : p == pattern::clustered ? test::key_pattern::clustered
-                                                         : test::key_pattern::edges;
-  test::key_source source(kp, std::max<std::size_t>(n, 16), seed);
-  for (key_type& k : keys) k = source();
-  return keys;
-}
-
-/// The grouping invariant and every op against the reference: each position
-/// once, ordinals non-decreasing, positions increasing inside a group, each
-/// op's ordinal = upper_bound - 1.
-void expect_grouped(const std::vector<std::uint32_t>& positions, const std::vector<std::uint32_t>& ordinals,
-                    const std::vector<key_type>& keys, const table& t) {
-  const std::size_t n = keys.size();
-  ASSERT_EQ(positions.size(), n);
-  ASSERT_EQ(ordinals.size(), n);
-  std::vector<char> seen(n, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t p = positions[i];
-    ASSERT_LT(p, n) << "entry " << i;
-    ASSERT_EQ(seen[p], 0) << "position " << p << " twice";
-    seen[p] = 1;
-    ASSERT_LT(ordinals[i], t.size()) << "entry " << i;
-    if (i > 0) {
-      ASSERT_LE(ordinals[i - 1], ordinals[i]) << "ordinals decrease at entry " << i;
-      if (ordinals[i - 1] == ordinals[i]) {
-        ASSERT_LT(positions[i - 1], p) << "positions not increasing in the group of ordinal " << ordinals[i];
-      }
-    }
-    ASSERT_EQ(ordinals[i], reference(t, keys[p])) << "op " << p << " key " << keys[p];
-  }
-}
-
-void route_and_check(gpu_router& router, const std::vector<key_type>& keys, const table& t,
-                     route_timing* timing = nullptr) {
-  std::vector<std::uint32_t> positions(keys.size(), 0xdeadbeef);
-  std::vector<std::uint32_t> ordinals(keys.size(), 0xdeadbeef);
-  router.route(keys.data(), keys.size(), positions.data(), ordinals.data(), timing);
-  ASSERT_NO_FATAL_FAILURE(expect_grouped(positions, ordinals, keys, t));
-}
-
-const char* name(aggregation a) {
-  switch (a) {
-    case aggregation::partial: return "partial";
-    case aggregation::full: return "full";
-    case aggregation::none: return "none";
-  }
-  return "?";
-}
+constexpr aggregation all_orders[] = {aggregation::full, aggregation::partial, aggregation::none};
 
 // ---- every fanout x group size x aggregation --------------------------------
 
@@ -139,7 +51,7 @@ using router_param = std::tuple<int, int, aggregation>;  // fanout, group size, 
 
 class GpuRouterTest : public ::testing::TestWithParam<router_param> {};
 
-TEST_P(GpuRouterTest, MatchesTheCpuDescent) {
+TEST_P(GpuRouterTest, MatchesTheHostDescent) {
   TANDEM_REQUIRE_GPU();
   const int fanout = std::get<0>(GetParam());
   const int g = std::get<1>(GetParam());
@@ -153,7 +65,7 @@ TEST_P(GpuRouterTest, MatchesTheCpuDescent) {
     bool with_max;
   };
   const shape shapes[] = {{1, false}, {2, true}, {7, true}, {5000, false}, {60'000, true}};
-  const std::size_t sizes[] = {0, 1, 7, options.chunk - 1, options.chunk, options.chunk + 1, 2500, 4000};
+  const std::size_t sizes[] = {0, 1, 2, 7, options.chunk - 1, options.chunk, options.chunk + 1, 2500, 4000};
   const pattern patterns[] = {pattern::uniform, pattern::clustered, pattern::all_equal, pattern::edges,
                               pattern::separators};
   std::uint64_t seed = 1000 * static_cast<std::uint64_t>(fanout) + 10 * static_cast<std::uint64_t>(g) +
@@ -166,11 +78,18 @@ TEST_P(GpuRouterTest, MatchesTheCpuDescent) {
     const inner_layout layout = build(t, fanout);
     router.upload(layout);
     ASSERT_EQ(router.group_sizes(), std::vector<int>(static_cast<std::size_t>(layout.height()), g));
+    int variant = 0;
     for (const std::size_t n : sizes) {
       for (const pattern p : patterns) {
-        SCOPED_TRACE("n " + std::to_string(n) + ", " + name(p));
-        const std::vector<key_type> keys = make_keys(p, n, seed * 31 + n, t);
-        ASSERT_NO_FATAL_FAILURE(route_and_check(router, keys, t));
+        // Rotate over output placement and what is asked for.
+        const bool pinned_out = variant % 2 == 1;
+        const bool with_args = variant % 3 != 2;
+        const bool with_types = variant % 3 != 1;
+        ++variant;
+        SCOPED_TRACE("n " + std::to_string(n) + ", " + name(p) + (pinned_out ? ", pinned" : ", pageable") +
+                     (with_args ? ", args" : "") + (with_types ? ", types" : ""));
+        const gpu_batch b = make_batch(p, n, seed * 31 + n, t);
+        ASSERT_NO_FATAL_FAILURE(route_and_check(router, b, layout, options.order, pinned_out, with_args, with_types));
       }
     }
   }
@@ -178,21 +97,21 @@ TEST_P(GpuRouterTest, MatchesTheCpuDescent) {
 
 INSTANTIATE_TEST_SUITE_P(Routes, GpuRouterTest,
                          ::testing::Combine(::testing::Values(16, 32, 64), ::testing::Values(1, 2, 4, 8, 16, 32),
-                                            ::testing::Values(aggregation::partial, aggregation::full,
+                                            ::testing::Values(aggregation::full, aggregation::partial,
                                                               aggregation::none)),
                          [](const ::testing::TestParamInfo<router_param>& p) {
                            return "f" + std::to_string(std::get<0>(p.param)) + "_g" +
                                   std::to_string(std::get<1>(p.param)) + "_" + name(std::get<2>(p.param));
                          });
 
-// ---- batches, calibration, versions ---------------------------------------------
+// ---- batches, edge keys, placement -------------------------------------------------
 
-TEST(GpuRouter, MultiChunkBatchesAreGroupedAcrossChunks) {
+TEST(GpuRouter, ChunkedBatchesSortAndGroupAsAWhole) {
   TANDEM_REQUIRE_GPU();
   const table t = random_table(60'000, 7, true);
   const inner_layout layout = build(t, 16);
   for (const int streams : {1, 2, 3}) {
-    for (const aggregation order : {aggregation::partial, aggregation::full, aggregation::none}) {
+    for (const aggregation order : all_orders) {
       SCOPED_TRACE(std::to_string(streams) + " streams, " + name(order));
       router_options options;
       options.chunk = std::size_t{1} << 16;
@@ -202,21 +121,140 @@ TEST(GpuRouter, MultiChunkBatchesAreGroupedAcrossChunks) {
       gpu_router router(options);
       router.upload(layout);
       for (const std::size_t n : {3 * options.chunk + 17, 10 * options.chunk}) {
-        const std::vector<key_type> keys = make_keys(pattern::uniform, n, n + 5, t);
-        route_timing timing;
-        ASSERT_NO_FATAL_FAILURE(route_and_check(router, keys, t, &timing));
-        EXPECT_EQ(timing.chunks, (n + options.chunk - 1) / options.chunk);
-        EXPECT_GT(timing.total, 0.0);
-        EXPECT_GT(timing.kernel, 0.0);
+        const gpu_batch b = make_batch(pattern::uniform, n, n + 5, t);
+        for (const bool pinned_out : {false, true}) {
+          route_timing timing;
+          routed_arrays out(n, pinned_out, true, true);
+          routed_batch_view v = out.view();
+          router.route(b.keys.data(), b.args.data(), b.types.data(), n, v, &timing);
+          ASSERT_NO_FATAL_FAILURE(expect_routed(v, b, layout, order));
+          EXPECT_EQ(timing.chunks, (n + options.chunk - 1) / options.chunk);
+          EXPECT_GT(timing.total, 0.0);
+          EXPECT_GT(timing.kernel, 0.0);
+          EXPECT_GT(timing.sort, 0.0);
+          EXPECT_GT(timing.upload, 0.0);
+          EXPECT_GT(timing.download, 0.0);
+          EXPECT_GE(timing.grouping, 0.0);
+          EXPECT_EQ(timing.bytes_up, n * 17);
+          EXPECT_EQ(timing.bytes_down, n * 21 + v.groups * 8 + 4);
+          if (order == aggregation::full) {
+            EXPECT_EQ(timing.group_sort, 0.0);
+          }
+          if (!pinned_out) {
+            EXPECT_GT(timing.host_out, 0.0);
+          }
+          EXPECT_GT(timing.host_in, 0.0);  // the batch's vectors are pageable
+        }
       }
     }
   }
-  // Default options: 2 chunks of 2^22 keys, the staging copies split over threads.
+  // Default options (aggregation::full): 2 chunks of 2^22 keys, the staging
+  // copies split over threads; keys, no args or types.
   gpu_router router;
   router.upload(layout);
-  const std::vector<key_type> keys = make_keys(pattern::clustered, (std::size_t{1} << 22) + 12345, 99, t);
-  ASSERT_NO_FATAL_FAILURE(route_and_check(router, keys, t));
+  const gpu_batch b = make_batch(pattern::clustered, (std::size_t{1} << 22) + 12345, 99, t);
+  ASSERT_NO_FATAL_FAILURE(route_and_check(router, b, layout, aggregation::full, false, false, false));
 }
+
+TEST(GpuRouter, RoutesTwoToThe24KeysInOneBatch) {
+  TANDEM_REQUIRE_GPU();
+  const table t = random_table(175'000, 8, true);
+  const inner_layout layout = build(t, 16);
+  const std::size_t n = std::size_t{1} << 24;
+  const gpu_batch b = make_batch(pattern::uniform, n, 81, t);
+  for (const aggregation order : {aggregation::full, aggregation::partial}) {
+    SCOPED_TRACE(name(order));
+    router_options options;
+    options.order = order;
+    gpu_router router(options);
+    router.upload(layout);
+    route_timing timing;
+    // full: pinned outputs with args and types; partial: pageable, keys only.
+    const bool full = order == aggregation::full;
+    ASSERT_NO_FATAL_FAILURE(route_and_check(router, b, layout, order, full, full, full, &timing));
+    std::cout << router.name() << ", " << name(order) << ", 2^24 keys, " << layout.leaf_count()
+              << " leaves: total " << timing.total * 1e3 << " ms (upload " << timing.upload * 1e3 << ", sort "
+              << timing.sort * 1e3 << ", kernel " << timing.kernel * 1e3 << ", grouping " << timing.grouping * 1e3
+              << ", download " << timing.download * 1e3 << "; host in " << timing.host_in * 1e3 << ", out "
+              << timing.host_out * 1e3 << "), " << timing.bytes_up << " B up, " << timing.bytes_down << " B down\n";
+  }
+}
+
+TEST(GpuRouter, EdgeKeysAndOneKeyRepeatedKeepBatchOrder) {
+  TANDEM_REQUIRE_GPU();
+  const table t = random_table(5000, 9, true);  // a leaf starts at UINT64_MAX
+  const inner_layout layout = build(t, 32);
+  const std::size_t n = 100'000;
+  std::vector<gpu_batch> batches;
+  for (const key_type k : {min_key, max_key, max_key - 1, t.low_keys[2500]}) {
+    gpu_batch b = make_batch(pattern::uniform, n, k, t);
+    std::fill(b.keys.begin(), b.keys.end(), k);
+    batches.push_back(std::move(b));
+  }
+  gpu_batch mixed = make_batch(pattern::uniform, n, 10, t);
+  for (std::size_t i = 0; i < n; ++i) mixed.keys[i] = i % 3 == 0 ? min_key : i % 3 == 1 ? max_key : 1;
+  batches.push_back(std::move(mixed));
+  for (const aggregation order : all_orders) {
+    router_options options;
+    options.order = order;
+    options.chunk = 30'000;
+    gpu_router router(options);
+    router.upload(layout);
+    for (std::size_t k = 0; k < batches.size(); ++k) {
+      SCOPED_TRACE(std::string(name(order)) + ", batch " + std::to_string(k));
+      const gpu_batch& b = batches[k];
+      routed_arrays out(n, k % 2 == 0, true, true);
+      routed_batch_view v = out.view();
+      router.route(b.keys.data(), b.args.data(), b.types.data(), n, v);
+      ASSERT_NO_FATAL_FAILURE(expect_routed(v, b, layout, order));
+      if (k < 4) {  // one key: one group, positions in batch order
+        ASSERT_EQ(v.groups, 1u);
+        for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(v.positions[i], i);
+      }
+    }
+  }
+}
+
+TEST(GpuRouter, PinnedAndPageableArraysInAnyMix) {
+  TANDEM_REQUIRE_GPU();
+  const table t = random_table(10'000, 61, false);
+  const inner_layout layout = build(t, 32);
+  const std::size_t n = 100'003;
+  const gpu_batch b = make_batch(pattern::clustered, n, 62, t);
+  test::host_array<key_type> keys(n, true);
+  test::host_array<value_type> args(n, true);
+  test::host_array<std::uint8_t> types(n, true);
+  std::copy(b.keys.begin(), b.keys.end(), keys.data());
+  std::copy(b.args.begin(), b.args.end(), args.data());
+  std::copy(b.types.begin(), b.types.end(), types.data());
+  for (const aggregation order : all_orders) {
+    router_options options;
+    options.chunk = 1 << 14;
+    options.order = order;
+    gpu_router router(options);
+    router.upload(layout);
+    for (int mix = 0; mix < 8; ++mix) {
+      SCOPED_TRACE(std::string(name(order)) + ", mix " + std::to_string(mix));
+      // bit 0: pinned keys, bit 1: pinned args/types, bit 2: pinned outputs
+      const key_type* k = (mix & 1) != 0 ? keys.data() : b.keys.data();
+      const value_type* a = (mix & 2) != 0 ? args.data() : b.args.data();
+      const std::uint8_t* ty = (mix & 2) != 0 ? types.data() : b.types.data();
+      routed_arrays out(n, (mix & 4) != 0, true, true);
+      // Mixed outputs too: keys always pageable when the rest is pinned.
+      test::host_array<key_type> pageable_keys(n, false);
+      routed_batch_view v = out.view();
+      if ((mix & 4) != 0) v.keys = pageable_keys.data();
+      route_timing timing;
+      router.route(k, a, ty, n, v, &timing);
+      ASSERT_NO_FATAL_FAILURE(expect_routed(v, b, layout, order));
+      if ((mix & 3) == 3) {
+        EXPECT_EQ(timing.host_in, 0.0);  // every input pinned: no staging
+      }
+    }
+  }
+}
+
+// ---- calibration, versions ---------------------------------------------------------
 
 TEST(GpuRouter, CalibratesOneGroupSizePerLevel) {
   TANDEM_REQUIRE_GPU();
@@ -237,32 +275,36 @@ TEST(GpuRouter, CalibratesOneGroupSizePerLevel) {
               << chosen << " (calibration " << router.last_calibration_seconds() * 1e3 << " ms, upload "
               << router.last_upload_seconds() * 1e3 << " ms, " << router.constant_levels()
               << " constant levels)\n";
-    const std::vector<key_type> keys = make_keys(pattern::uniform, 100'000, 3, t);
-    ASSERT_NO_FATAL_FAILURE(route_and_check(router, keys, t));
+    const gpu_batch b = make_batch(pattern::uniform, 100'000, 3, t);
+    ASSERT_NO_FATAL_FAILURE(route_and_check(router, b, layout, aggregation::full));
   }
 }
 
 TEST(GpuRouter, ReuploadBetweenRoutesAnswersForTheNewLayout) {
   TANDEM_REQUIRE_GPU();
-  router_options options;
-  options.chunk = 5000;
-  gpu_router router(options);
   const table a = random_table(5000, 21, false);
   const table b = random_table(20'000, 22, true);
   const table c = random_table(1, 23, false);
   const inner_layout la = build(a, 16);
   const inner_layout lb = build(b, 64);
   const inner_layout lc = build(c, 32);
-  std::uint64_t version = 0;
-  const std::vector<std::pair<const inner_layout*, const table*>> sequence = {
-      {&la, &a}, {&lb, &b}, {&lc, &c}, {&la, &a}, {&lb, &b}};
-  for (const auto& [layout, t] : sequence) {
-    router.upload(*layout);
-    EXPECT_EQ(router.version(), ++version);
-    EXPECT_EQ(router.layout_bytes(), layout->key_region().size() * 8 + layout->child_prefix().size() * 4 +
-                                         layout->leaf_ids().size() * 4);
-    const std::vector<key_type> keys = make_keys(pattern::separators, 12'345, version, *t);
-    ASSERT_NO_FATAL_FAILURE(route_and_check(router, keys, *t)) << "version " << version;
+  for (const aggregation order : all_orders) {
+    router_options options;
+    options.chunk = 5000;
+    options.order = order;
+    gpu_router router(options);
+    std::uint64_t version = 0;
+    const std::vector<std::pair<const inner_layout*, const table*>> sequence = {
+        {&la, &a}, {&lb, &b}, {&lc, &c}, {&la, &a}, {&lb, &b}};
+    for (const auto& [layout, t] : sequence) {
+      router.upload(*layout);
+      EXPECT_EQ(router.version(), ++version);
+      EXPECT_EQ(router.layout_bytes(), layout->key_region().size() * 8 + layout->child_prefix().size() * 4 +
+                                           layout->leaf_ids().size() * 4);
+      const gpu_batch batch = make_batch(pattern::separators, 12'345, version, *t);
+      ASSERT_NO_FATAL_FAILURE(route_and_check(router, batch, *layout, order))
+          << name(order) << ", version " << version;
+    }
   }
 }
 
@@ -276,12 +318,13 @@ TEST(GpuRouter, UploadsBesideRoutesNeverMixVersions) {
   const inner_layout la = build(a, 32);
   const inner_layout lb = build(b, 16);
   router.upload(la);
-  std::vector<key_type> keys = make_keys(pattern::uniform, 20'000, 33, a);
-  std::vector<std::uint32_t> want_a(keys.size());
-  std::vector<std::uint32_t> want_b(keys.size());
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    want_a[i] = reference(a, keys[i]);
-    want_b[i] = reference(b, keys[i]);
+  const gpu_batch batch = make_batch(pattern::uniform, 20'000, 33, a);
+  const std::size_t n = batch.keys.size();
+  std::vector<std::uint32_t> want_a(n);
+  std::vector<std::uint32_t> want_b(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    want_a[i] = la.find(batch.keys[i]);
+    want_b[i] = lb.find(batch.keys[i]);
   }
   std::atomic<bool> stop{false};
   std::thread uploader([&] {
@@ -289,17 +332,20 @@ TEST(GpuRouter, UploadsBesideRoutesNeverMixVersions) {
   });
   int seen_a = 0;
   int seen_b = 0;
+  routed_arrays out(n, false, false, false);
   for (int r = 0; r < 60; ++r) {
-    std::vector<std::uint32_t> positions(keys.size());
-    std::vector<std::uint32_t> ordinals(keys.size());
-    router.route(keys.data(), keys.size(), positions.data(), ordinals.data());
+    routed_batch_view v = out.view();
+    router.route(batch.keys.data(), nullptr, nullptr, n, v);
     bool is_a = true;
     bool is_b = true;
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      is_a = is_a && ordinals[i] == want_a[positions[i]];
-      is_b = is_b && ordinals[i] == want_b[positions[i]];
+    for (std::size_t g = 0; g < v.groups; ++g) {
+      for (std::uint32_t i = v.group_begin[g]; i < v.group_begin[g + 1]; ++i) {
+        is_a = is_a && v.group_ordinal[g] == want_a[v.positions[i]];
+        is_b = is_b && v.group_ordinal[g] == want_b[v.positions[i]];
+      }
     }
     ASSERT_TRUE(is_a || is_b) << "route " << r << " mixes layout versions";
+    ASSERT_NO_FATAL_FAILURE(expect_routed(v, batch, is_a ? la : lb, aggregation::full));
     seen_a += is_a ? 1 : 0;
     seen_b += is_b ? 1 : 0;
   }
@@ -316,54 +362,79 @@ TEST(GpuRouter, FaultAtEveryStageThrowsAndTheNextRouteIsRight) {
   const table b = random_table(777, 42, false);
   const inner_layout la = build(a, 16);
   const inner_layout lb = build(b, 64);
-  for (const aggregation order : {aggregation::partial, aggregation::none}) {
+  for (const aggregation order : all_orders) {
     router_options options;
     options.chunk = 3000;
     options.order = order;
     gpu_router router(options);
     router.upload(la);
-    const std::vector<key_type> keys = make_keys(pattern::uniform, 10'000, 43, a);
+    const gpu_batch batch = make_batch(pattern::uniform, 10'000, 43, a);
     for (const stage s : {stage::upload, stage::sort, stage::kernel, stage::download, stage::sync}) {
-      SCOPED_TRACE(std::string(name(order)) + ", stage " + std::to_string(static_cast<int>(s)));
-      for (const int count : {1, 2}) {
-        router.inject_fault(s, count);
-        for (int k = 0; k < count; ++k) {
-          std::vector<std::uint32_t> positions(keys.size());
-          std::vector<std::uint32_t> ordinals(keys.size());
-          try {
-            router.route(keys.data(), keys.size(), positions.data(), ordinals.data());
-            ADD_FAILURE() << "no cuda_error from an injected fault";
-          } catch (const cuda_error& e) {
-            EXPECT_NE(e.code(), 0);
-            EXPECT_NE(std::string(e.what()).find("injected_fault_at"), std::string::npos) << e.what();
+      for (const bool pinned_out : {false, true}) {
+        SCOPED_TRACE(std::string(name(order)) + ", stage " + std::to_string(static_cast<int>(s)) +
+                     (pinned_out ? ", pinned" : ", pageable"));
+        for (const int count : {1, 2}) {
+          router.inject_fault(s, count);
+          for (int k = 0; k < count; ++k) {
+            routed_arrays out(batch.keys.size(), pinned_out, true, true);
+            routed_batch_view v = out.view();
+            try {
+              router.route(batch.keys.data(), batch.args.data(), batch.types.data(), batch.keys.size(), v);
+              ADD_FAILURE() << "no cuda_error from an injected fault";
+            } catch (const cuda_error& e) {
+              EXPECT_NE(e.code(), 0);
+              EXPECT_NE(std::string(e.what()).find("injected_fault_at"), std::string::npos) << e.what();
+            }
           }
+          ASSERT_NO_FATAL_FAILURE(route_and_check(router, batch, la, order, pinned_out));
         }
-        ASSERT_NO_FATAL_FAILURE(route_and_check(router, keys, a));
       }
     }
     // An upload that fails leaves the current version in use.
     for (const stage s : {stage::upload, stage::sync}) {
       router.inject_fault(s);
       EXPECT_THROW(router.upload(lb), cuda_error);
-      ASSERT_NO_FATAL_FAILURE(route_and_check(router, keys, a));
+      ASSERT_NO_FATAL_FAILURE(route_and_check(router, batch, la, order));
     }
     router.upload(lb);
-    const std::vector<key_type> keys_b = make_keys(pattern::edges, 5000, 44, b);
-    ASSERT_NO_FATAL_FAILURE(route_and_check(router, keys_b, b));
+    const gpu_batch batch_b = make_batch(pattern::edges, 5000, 44, b);
+    ASSERT_NO_FATAL_FAILURE(route_and_check(router, batch_b, lb, order));
     router.inject_fault(stage::kernel, 0);  // disarmed: nothing fails
     router.upload(la);
-    ASSERT_NO_FATAL_FAILURE(route_and_check(router, keys, a));
+    ASSERT_NO_FATAL_FAILURE(route_and_check(router, batch, la, order));
   }
 }
 
 TEST(GpuRouter, RejectsBadUse) {
   TANDEM_REQUIRE_GPU();
   gpu_router router;
-  std::vector<key_type> keys = {1, 2, 3};
-  std::vector<std::uint32_t> out(3);
-  EXPECT_THROW(router.route(keys.data(), keys.size(), out.data(), out.data()), std::logic_error);
-  EXPECT_THROW(router.route(keys.data(), 0, out.data(), out.data()), std::logic_error);
+  const std::vector<key_type> keys = {1, 2, 3};
+  const std::vector<value_type> args = {4, 5, 6};
+  routed_arrays out(3, false, true, true);
+  routed_batch_view v = out.view();
+  EXPECT_THROW(router.route(keys.data(), args.data(), nullptr, keys.size(), v), std::logic_error);
+  EXPECT_THROW(router.route(keys.data(), nullptr, nullptr, 0, v), std::logic_error);
   EXPECT_THROW(router.upload(inner_layout{}), std::invalid_argument);
+  const table t = random_table(100, 1, false);
+  const inner_layout layout = build(t, 16);
+  router.upload(layout);
+  // out.args / out.types asked for without their inputs.
+  EXPECT_THROW(router.route(keys.data(), nullptr, nullptr, keys.size(), v), std::invalid_argument);
+  v.types = nullptr;
+  EXPECT_THROW(router.route(keys.data(), nullptr, nullptr, keys.size(), v), std::invalid_argument);
+  v.args = nullptr;
+  routed_batch_view no_positions = v;
+  no_positions.positions = nullptr;
+  EXPECT_THROW(router.route(keys.data(), nullptr, nullptr, keys.size(), no_positions), std::invalid_argument);
+  EXPECT_THROW(router.route(nullptr, nullptr, nullptr, keys.size(), v), std::invalid_argument);
+  // n == 0 needs nothing but group_begin.
+  routed_batch_view empty;
+  std::uint32_t begin0 = 77;
+  empty.group_begin = &begin0;
+  router.route(nullptr, nullptr, nullptr, 0, empty);
+  EXPECT_EQ(empty.groups, 0u);
+  EXPECT_EQ(begin0, 0u);
+  EXPECT_TRUE(empty.key_sorted);  // the default order is full
   router_options bad;
   bad.group_sizes = {4, 3};
   EXPECT_THROW(gpu_router{bad}, std::invalid_argument);
@@ -374,6 +445,7 @@ TEST(GpuRouter, RejectsBadUse) {
   bad.device_ordinal = 1000;
   EXPECT_THROW(gpu_router{bad}, tandem::error);
   EXPECT_FALSE(router.name().empty());
+  EXPECT_EQ(router_options{}.order, aggregation::full);
 }
 
 // ---- memory placement -------------------------------------------------------------
@@ -382,7 +454,7 @@ TEST(GpuRouter, ConstantMemoryHoldsTheTopLevelsAndChangesNoAnswer) {
   TANDEM_REQUIRE_GPU();
   const table t = random_table(60'000, 51, true);
   const inner_layout layout = build(t, 16);  // 5 levels: 1 + 15 + 235 + 3750 nodes, then the bottom
-  const std::vector<key_type> keys = make_keys(pattern::uniform, 50'000, 52, t);
+  const gpu_batch b = make_batch(pattern::uniform, 50'000, 52, t);
   // Three routers at once: two get constant slots, the third reads global memory.
   std::vector<std::unique_ptr<gpu_router>> routers;
   for (int i = 0; i < 3; ++i) {
@@ -394,7 +466,7 @@ TEST(GpuRouter, ConstantMemoryHoldsTheTopLevelsAndChangesNoAnswer) {
   EXPECT_EQ(routers[0]->constant_prefix_entries(),
             std::size_t{layout.level_start()[static_cast<std::size_t>(routers[0]->constant_levels())]} + 1);
   EXPECT_EQ(routers[2]->constant_levels(), 0);
-  for (auto& r : routers) ASSERT_NO_FATAL_FAILURE(route_and_check(*r, keys, t));
+  for (auto& r : routers) ASSERT_NO_FATAL_FAILURE(route_and_check(*r, b, layout, aggregation::full));
   routers.clear();
   router_options options;
   options.constant_prefix = false;
@@ -402,40 +474,12 @@ TEST(GpuRouter, ConstantMemoryHoldsTheTopLevelsAndChangesNoAnswer) {
   plain.upload(layout);
   EXPECT_EQ(plain.constant_levels(), 0);
   EXPECT_EQ(plain.constant_prefix_entries(), 0u);
-  ASSERT_NO_FATAL_FAILURE(route_and_check(plain, keys, t));
+  ASSERT_NO_FATAL_FAILURE(route_and_check(plain, b, layout, aggregation::full));
   // Slots are given back: a new router gets one again.
   gpu_router again;
   again.upload(layout);
   EXPECT_GT(again.constant_levels(), 0);
 }
-
-#if defined(TANDEM_HAS_CUDA)
-TEST(GpuRouter, PinnedCallerArraysSkipTheStaging) {
-  TANDEM_REQUIRE_GPU();
-  const table t = random_table(10'000, 61, false);
-  const inner_layout layout = build(t, 32);
-  router_options options;
-  options.chunk = 1 << 14;
-  gpu_router router(options);
-  router.upload(layout);
-  const std::size_t n = 100'000;
-  const std::vector<key_type> keys = make_keys(pattern::clustered, n, 62, t);
-  key_type* pinned_keys = nullptr;
-  std::uint32_t* pinned_positions = nullptr;
-  std::uint32_t* pinned_ordinals = nullptr;
-  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned_keys), n * sizeof(key_type)), cudaSuccess);
-  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned_positions), n * sizeof(std::uint32_t)), cudaSuccess);
-  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned_ordinals), n * sizeof(std::uint32_t)), cudaSuccess);
-  std::copy(keys.begin(), keys.end(), pinned_keys);
-  router.route(pinned_keys, n, pinned_positions, pinned_ordinals);
-  const std::vector<std::uint32_t> positions(pinned_positions, pinned_positions + n);
-  const std::vector<std::uint32_t> ordinals(pinned_ordinals, pinned_ordinals + n);
-  (void)cudaFreeHost(pinned_keys);
-  (void)cudaFreeHost(pinned_positions);
-  (void)cudaFreeHost(pinned_ordinals);
-  ASSERT_NO_FATAL_FAILURE(expect_grouped(positions, ordinals, keys, t));
-}
-#endif
 
 // ---- without a GPU (runs everywhere) ----------------------------------------------
 // Its name has no "Gpu" on purpose: ctest labels it `cpu`, so CI runs it.

@@ -1,30 +1,47 @@
 #pragma once
 /// @file
-/// `gpu_router`: routing on the GPU (DESIGN step 2, GPU side).
+/// `gpu_router`: the GPU side of routing (DESIGN, "One batch", steps 2 and 5).
 ///
 /// What it is. A double-buffered device mirror of the inner layout
-/// (inner_layout.hpp) and the machinery that routes a batch of keys to leaf
-/// ordinals on it. The answer is the same as `descend()` on the host gives
-/// (one descent implementation: the kernels call the layout's `TANDEM_HD`
-/// node search), returned grouped by leaf like `host::route_cpu`.
+/// (inner_layout.hpp) plus the two shuffles the GPU does for a batch: `route`
+/// sorts and groups the batch by leaf, `scatter` puts answers back into batch
+/// order. The leaf a key routes to is what `descend()` on the host gives (one
+/// descent implementation: the kernels call the layout's `TANDEM_HD` node
+/// search), and a route fills the same `routed_batch_view` that
+/// `host::route_cpu` fills, so the leaf phase reads one shape.
 ///
-/// How a route runs. The batch is cut into chunks of `router_options::chunk`
-/// keys, handed round-robin to `router_options::streams` CUDA streams. For
-/// each chunk: the caller's keys are copied into pinned staging (by
-/// `copy_threads` host threads; skipped when the caller's array is pinned),
-/// go up (H2D), are sorted by (key, position) on their top N bits (partially
-/// sorted aggregation, PSA: N = ceil(log2(T / K)), T = leaf_count *
-/// keys_per_leaf, K = 8 keys per cache line) or on all 64 bits or not at all,
-/// and are descended with narrowed thread groups (g threads cooperate on one
-/// node: each compares a slice of the F-1 keys, a warp ballot and shuffle
-/// combine the slices; g chosen per level). The descent writes each op's
-/// ordinal at its batch position, so while chunk i is descended, chunk i+1
-/// is staged and goes up on the other stream. Once every chunk is descended,
-/// one CUB radix sort over the whole batch (ceil(log2(leaf_count)) bits,
-/// stable, positions in batch order as values) groups the ops by leaf, and
-/// the result comes down in chunks (D2H of chunk j+1 overlaps the host copy
-/// of chunk j into the caller's arrays). Grouping on the device once is far
-/// cheaper than a per-chunk sort plus a k-way merge on the host.
+/// How a route runs (aggregation::full, the default). The batch's keys (and
+/// args, types when wanted) go up in chunks of `router_options::chunk`, the
+/// chunks rotating over `router_options::streams` streams: pinned caller
+/// arrays are copied directly; pageable ones are first copied into pinned
+/// staging by `copy_threads` host threads, chunk i+1 being staged while
+/// chunk i crosses PCIe. One CUB radix sort of (key, position) over all 64
+/// bits and the whole batch follows (stable, positions in batch order as
+/// values: equal keys keep batch order). The sorted keys descend the levels
+/// with narrowed thread groups (g threads share one node visit, g chosen per
+/// level by a calibration at upload) and coalesced reads; since the keys are
+/// sorted, the leaf ordinals come out non-decreasing and the groups are the
+/// runs of equal ordinal: a flag per run start and two CUB selects give
+/// group_begin and group_ordinal on the GPU. Args and types are gathered by
+/// sorted position on the GPU. Then positions, sorted keys, args, types and
+/// the G group entries come down: directly into pinned caller arrays, else
+/// through two pinned pieces (the D2H of piece j+1 overlaps the host copy of
+/// piece j). With two or more streams, positions and keys start down while
+/// the descent still runs.
+///
+/// aggregation::partial (PSA) and aggregation::none descend chunk by chunk
+/// instead (chunk i descends while chunk i+1 goes up), partially sorted on
+/// the top N = ceil(log2(T / 8)) key bits (T = leaf_count * keys_per_leaf) or
+/// in batch order; the descent writes each op's ordinal at its position, one
+/// stable sort of (ordinal, position) over ceil(log2(leaf_count)) bits groups
+/// the batch, and keys, args, types are gathered by position on the GPU.
+/// Inside a group positions then increase but keys are not sorted
+/// (`key_sorted` false).
+///
+/// How a scatter runs. Positions, values and flags go up in chunks on the
+/// scatter's own two streams, a kernel per chunk writes value i to
+/// values_out[positions[i]] in device memory, and the outputs come down
+/// (direct or staged as above).
 ///
 /// The mirror. Two device buffer sets (key region, child_prefix, leaf_ids);
 /// `upload` writes the idle one (reusing its allocations when big enough),
@@ -33,30 +50,38 @@
 /// `constant_slot_entries` entries, so a flip never waits for a route); the
 /// rest is read through the read-only data path.
 ///
-/// Cost (H200, PCIe Gen5, 2^24 uniform keys, 175k leaves = a 2^27-key tree,
-/// F16, PSA): descent ~0.45 ms, PSA sort ~0.8 ms, grouping sort 0.4 ms; the
-/// rest is moving keys and results: ~2200 M keys/s end to end from pageable
-/// arrays (the host staging copies dominate), ~3000 M keys/s from pinned
-/// ones. A re-upload of that layout (2.2 MB) takes ~0.17 ms; a calibration
-/// ~4 ms.
+/// Cost. PCIe carries 8 bytes a key up (+8 with args, +1 with types) and 12
+/// down (+8, +1), plus 8 per group: `route_timing::bytes_up/bytes_down`
+/// report it, ~0.35 ms per 2^24 keys-only batch each way at the measured
+/// 55 GB/s. On an H200 with 2^24 keys (notes/machine.md and the measurements
+/// of the previous route): the 64-bit sort ~1.4 ms, the descent of sorted
+/// keys over 175k leaves (F16) ~0.45 ms, the grouping a few passes over the
+/// ordinals. From pageable arrays the host staging copies (~10 GB/s a copy
+/// thread) bound the call: give route and scatter pinned arrays
+/// (device/pinned.hpp) where speed matters. Device arrays grow to the
+/// largest batch seen (~70 bytes a key for a route with args and types) and
+/// are kept; a call allocates no host memory once warm. A re-upload of a
+/// 2.2 MB layout takes ~0.2 ms; a calibration ~4 ms.
 ///
 /// Without the CUDA layer (TANDEM_HAS_CUDA undefined) the class exists but its
 /// constructor throws tandem::error saying so.
 ///
-/// Threads: `upload` and `route` may be called from different threads; a
-/// route keeps using the layout version it started on, `upload` writes the
-/// idle buffer and flips when the copy is complete (an upload that finds a
-/// route still using the idle buffer waits for it). Two `route` calls do not
-/// run at once (the second waits), nor do two `upload` calls. Both calls wait
-/// for their GPU work. Each call makes the router's device current on the
-/// calling thread.
+/// Threads: `upload`, `route` and `scatter` may run at once from different
+/// threads; each has its own streams and device buffers. A route keeps using
+/// the layout version it started on; `upload` writes the idle buffer and
+/// flips when the copy is complete (an upload that finds a route still using
+/// the idle buffer waits for it). Two calls of the same kind take turns (the
+/// second waits). Host staging copies of a route and a scatter take turns on
+/// the router's copy threads. Every call waits for its GPU work and makes the
+/// router's device current on the calling thread.
 ///
 /// Errors: every failed CUDA call throws tandem::cuda_error naming the call,
 /// file and line; the router stays usable afterwards (a later call may
-/// succeed) unless the device itself is lost. A failed upload leaves the
-/// current version in place.
+/// succeed) unless the device itself is lost. Outputs of a failed call are
+/// unspecified. A failed upload leaves the current version in place.
 
 #include <tandem/core/inner_layout.hpp>
+#include <tandem/core/routed_batch.hpp>
 #include <tandem/core/types.hpp>
 
 #include <cstddef>
@@ -67,16 +92,16 @@
 
 namespace tandem::device {
 
-/// Stages of a GPU route or upload, for timings and fault injection.
-/// A route reaches all five; an upload reaches `upload` (its copies) and
-/// `sync`.
+/// Stages of a GPU call, for timings and fault injection. A route reaches
+/// all five; an upload reaches `upload` (its copies) and `sync`; a scatter
+/// reaches all but `sort`.
 enum class stage : std::uint8_t { upload, sort, kernel, download, sync };
 inline constexpr std::size_t stage_count = 5;
 
 /// How queries are ordered before the descent.
 enum class aggregation : std::uint8_t {
-  partial,  ///< PSA: radix sort on the top N = ceil(log2(T/K)) key bits
-  full,     ///< radix sort on all 64 key bits
+  partial,  ///< PSA: radix sort on the top N = ceil(log2(T/K)) key bits, per chunk
+  full,     ///< radix sort on all 64 key bits, over the whole batch
   none,     ///< batch order
 };
 
@@ -88,19 +113,20 @@ inline constexpr std::size_t constant_slot_entries = 3840;
 
 struct router_options {
   int device_ordinal = 0;
-  /// Keys per chunk: each chunk is copied up, sorted and descended as one
-  /// unit; chunks overlap on `streams` streams. >= 1.
+  /// Keys per chunk: the unit that goes up (and, without a full sort, is
+  /// sorted and descended) while the next one is staged; chunks rotate over
+  /// `streams` streams. Scatter uses the same chunk. >= 1.
   std::size_t chunk = std::size_t{1} << 22;
-  aggregation order = aggregation::partial;
+  aggregation order = aggregation::full;
   /// Threads per query per level (1..32, power of two), root first; a list
   /// shorter than the height repeats its last entry. Empty: chosen at upload
   /// by a calibration over the levels of the uploaded layout.
   std::vector<int> group_sizes;
-  /// CUDA streams the chunks rotate over (1..8).
+  /// CUDA streams the route's chunks rotate over (1..8).
   int streams = 2;
-  /// Host threads that copy keys into pinned staging and results out of it
-  /// (1..64; 1 = the calling thread alone). Copies under 1 MiB use one.
-  /// These copies bound a route from pageable memory (H200 host, 2^24 keys:
+  /// Host threads that copy pageable arrays into pinned staging and results
+  /// out of it (1..64; 1 = the calling thread alone). Copies under 1 MiB use
+  /// one. These copies bound a call on pageable memory (H200 host, 2^24 keys:
   /// 1 thread 570, 4 threads ~1750, 8 threads ~2200 M keys/s end to end).
   int copy_threads = 8;
   /// Put the top levels of child_prefix in __constant__ memory when they fit
@@ -113,20 +139,34 @@ struct router_options {
   std::size_t calibration_keys = std::size_t{1} << 20;
 };
 
-/// Seconds spent per stage by the last route (GPU event times summed over
-/// chunks, plus the host copies; chunks overlap, so the stages may add up to
-/// more than `total`).
+/// Seconds per stage of the last route: GPU event times (summed over chunks
+/// where there are chunks) plus the host copies. Stages overlap (chunks on
+/// several streams; keys start down during the descent), so they may add up
+/// to more than `total`.
 struct route_timing {
-  double upload = 0;    ///< host staging + H2D of keys
-  double sort = 0;      ///< aggregation sort + grouping sort
+  double upload = 0;    ///< H2D of keys (args, types), with the host staging copies
+  double sort = 0;      ///< full: the (key, position) sort; else PSA sorts + the grouping sort
   double kernel = 0;    ///< descent
-  double download = 0;  ///< D2H of (position, ordinal) + host copy-out
+  double grouping = 0;  ///< run flags + selects (group_begin, group_ordinal) + gathers by position
+  double download = 0;  ///< D2H of the routed arrays, with the host copy-out when staged
   double total = 0;     ///< wall time of route()
   // Parts of the above, for tuning.
-  double group_sort = 0;  ///< the grouping sort alone (part of `sort`)
-  double host_in = 0;     ///< host copy into pinned staging (part of `upload`)
-  double host_out = 0;    ///< host copy out of pinned staging (part of `download`)
-  std::size_t chunks = 0;  ///< chunks the batch was cut into
+  double group_sort = 0;  ///< the (ordinal, position) sort alone (part of `sort`; 0 with full)
+  double host_in = 0;     ///< host copies into pinned staging (part of `upload`)
+  double host_out = 0;    ///< host copies out of pinned staging (part of `download`)
+  std::size_t chunks = 0;      ///< chunks the batch went up in
+  std::size_t bytes_up = 0;    ///< bytes moved host -> device by the call
+  std::size_t bytes_down = 0;  ///< bytes moved device -> host by the call
+};
+
+/// Seconds per stage of the last scatter (as route_timing).
+struct scatter_timing {
+  double upload = 0;    ///< H2D of positions, values, flags, with the host staging copies
+  double kernel = 0;    ///< the scatter kernels
+  double download = 0;  ///< D2H of the outputs, with the host copy-out when staged
+  double total = 0;     ///< wall time of scatter()
+  std::size_t bytes_up = 0;
+  std::size_t bytes_down = 0;
 };
 
 class gpu_router {
@@ -152,18 +192,39 @@ class gpu_router {
   ///         stays in use
   void upload(const inner_layout& layout);
 
-  /// @brief Routes keys[0..n): on return `positions[i]`, `ordinals[i]` for
-  ///        i < n list every position once, grouped by non-decreasing leaf
-  ///        ordinal; inside a group positions increase (as route_cpu).
-  ///        `ordinals[i]` is the ordinal of the leaf owning keys[positions[i]]
-  ///        in the version current when the call started. Any host memory
-  ///        works; pinned (cudaMallocHost/cudaHostRegister) arrays skip the
-  ///        staging copies. Waits.
+  /// @brief Routes the batch keys[i], args[i], types[i] (i < n, batch order)
+  ///        to leaves and groups it by leaf into `out` (routed_batch.hpp):
+  ///        positions, keys and, when `out.args` / `out.types` are not null,
+  ///        args and types, all in (leaf, key, position) order with
+  ///        aggregation::full (`out.key_sorted` = true) or (leaf, position)
+  ///        order otherwise; `out.groups` groups in group_begin[0..G] and
+  ///        group_ordinal[0..G). Ordinals are those of the version current
+  ///        when the call started. Any host memory works; pinned arrays
+  ///        (allocate_pinned, cudaMallocHost, cudaHostRegister) skip the
+  ///        staging copies. n == 0 gives G = 0 and group_begin[0] = 0.
+  ///        Waits.
+  /// @param args  may be null when out.args is null (likewise types)
+  /// @param timing when not null, filled with this call's stage times
   /// @throws std::logic_error when no layout was uploaded
   /// @throws std::length_error when n >= 2^32 (positions are u32)
+  /// @throws std::invalid_argument when an array needed for n > 0 is null
   /// @throws tandem::cuda_error when a CUDA call fails (outputs unspecified)
-  void route(const key_type* keys, std::size_t n, std::uint32_t* positions, std::uint32_t* ordinals,
-             route_timing* timing = nullptr);
+  void route(const key_type* keys, const value_type* args, const std::uint8_t* types, std::size_t n,
+             routed_batch_view& out, route_timing* timing = nullptr);
+
+  /// @brief Answers back to batch order: values_out[positions[i]] = values[i]
+  ///        and flags_out[positions[i]] = flags[i] for i < n (positions a
+  ///        permutation of 0..n-1; an entry >= n is skipped, and an output
+  ///        no position names keeps no defined value). Host arrays; pinned
+  ///        ones are copied directly. Needs no layout. Waits.
+  /// @param values, values_out may both be null: no values (likewise flags)
+  /// @param timing when not null, filled with this call's stage times
+  /// @throws std::length_error when n >= 2^32
+  /// @throws std::invalid_argument when positions is null for n > 0, or only
+  ///         one of values/values_out (flags/flags_out) is null
+  /// @throws tandem::cuda_error when a CUDA call fails (outputs unspecified)
+  void scatter(const std::uint32_t* positions, const value_type* values, const std::uint8_t* flags, std::size_t n,
+               value_type* values_out, std::uint8_t* flags_out, scatter_timing* timing = nullptr);
 
   /// @return e.g. "NVIDIA H200 (sm_90, 139.8 GiB)"
   [[nodiscard]] std::string name() const;
@@ -187,13 +248,14 @@ class gpu_router {
   [[nodiscard]] double last_upload_seconds() const;
   [[nodiscard]] double last_calibration_seconds() const;
 
-  /// @brief Test hook: the next `count` calls reaching stage `s` fail with a
-  ///        CUDA error (cudaErrorLaunchFailure, simulated: the context stays
-  ///        healthy), thrown as tandem::cuda_error. count <= 0 disarms.
+  /// @brief Test hook: the next `count` calls (route, upload or scatter)
+  ///        reaching stage `s` fail with a CUDA error (cudaErrorLaunchFailure,
+  ///        simulated: the context stays healthy), thrown as
+  ///        tandem::cuda_error. count <= 0 disarms.
   void inject_fault(stage s, int count = 1);
 
  private:
-  struct state;
+  struct state;  // defined in detail/router_state.cuh, shared by the implementation files
   std::unique_ptr<state> state_;
 };
 

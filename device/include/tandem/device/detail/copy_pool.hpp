@@ -6,8 +6,9 @@
 ///
 /// Private to the device layer: the device layer may not use oneTBB, and a
 /// route must not occupy TBB workers (STYLE: TBB workers never block on
-/// CUDA), so it has its own parked threads. One `copy` at a time (the router
-/// serialises routes); `copy` waits.
+/// CUDA), so it has its own parked threads. `copy` waits; calls from several
+/// threads (a route's and a scatter's staging) take turns, each using every
+/// thread (the copies are bound by memory bandwidth, not by threads).
 
 #include <condition_variable>
 #include <cstddef>
@@ -43,6 +44,7 @@ class copy_pool {
       std::memcpy(dst, src, bytes);
       return;
     }
+    std::lock_guard<std::mutex> turn(turn_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       dst_ = static_cast<unsigned char*>(dst);
@@ -96,7 +98,8 @@ class copy_pool {
 
   const std::size_t parts_;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
+  std::mutex turn_;   // one split copy at a time
+  std::mutex mutex_;  // guards the fields below
   std::condition_variable wake_;
   std::condition_variable done_;
   bool stop_ = false;

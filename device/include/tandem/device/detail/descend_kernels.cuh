@@ -1,8 +1,10 @@
 #pragma once
 /// @file
-/// Kernels of gpu_router (private). Included by device/src/gpu_router.cu
-/// only: it defines the `__constant__` prefix slots, and constant memory is
-/// one per module.
+/// Descent kernels of gpu_router (private). Included by device/src/gpu_router.cu
+/// only: it defines the `__constant__` prefix slots, and without relocatable
+/// device code constant memory is one per translation unit, so the kernels
+/// that read it and the copies that fill it live in that one file (other
+/// files launch the descent through gpu_router::state::launch_descent).
 ///
 /// The descent with narrowed thread groups (NTG). G threads (a power of two,
 /// 1..32, aligned inside a warp) serve one query. At each level the group
@@ -144,12 +146,6 @@ __global__ void __launch_bounds__(descend_block_threads)
   } else {
     nodes_out[q] = x;
   }
-}
-
-/// out[i] = i for i < n.
-__global__ void iota_kernel(std::uint32_t* __restrict__ out, std::uint32_t n) {
-  const std::uint32_t stride = gridDim.x * blockDim.x;
-  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = i;
 }
 
 __device__ __forceinline__ std::uint64_t mix64(std::uint64_t z) {
