@@ -15,7 +15,14 @@
 ///
 /// Timing is end to end: for tandem from the first submit to the last
 /// result (host input to host output); all batches are generated up front,
-/// outside the timed region. See `tandem-bench --help`.
+/// outside the timed region. Beside the stage times, tandem's stage table
+/// gives the bytes each stage moved (tandem::stats total_bytes) and GB/s,
+/// the PCIe and host bytes per op, and the heap allocations of the process
+/// per batch during the timed run (malloc hooks, src/alloc_count.cpp); a
+/// memory probe run before the timed runs (src/probe.cpp) sets the host
+/// bytes per op against the machine's read bandwidth. The command line is in
+/// src/cli.cpp, the tables and CSV/JSON rows in src/tables.cpp. See
+/// `tandem-bench --help`.
 
 
 #include "src/alloc_count.hpp"

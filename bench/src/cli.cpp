@@ -1,0 +1,289 @@
+// tandem-bench's command line (cli.hpp).
+#include "cli.hpp"
+
+#include <tandem/batch.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+namespace tandem_bench {
+
+/// Parses a count: decimal ("16777216", "16'777'216"), a power of two
+/// ("2^24") or decimal exponent notation ("1e6"). Empty when malformed.
+std::optional<std::uint64_t> parse_count(std::string s) {
+  s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == '\'' || c == '_'; }), s.end());
+  if (s.empty()) return std::nullopt;
+  auto digits = [](const std::string& t, std::uint64_t& out) {
+    if (t.empty() || t.size() > 19 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+    out = std::stoull(t);
+    return true;
+  };
+  std::uint64_t a = 0, b = 0;
+  if (const auto caret = s.find('^'); caret != std::string::npos) {
+    if (s.substr(0, caret) != "2" || !digits(s.substr(caret + 1), b) || b > 63) return std::nullopt;
+    return std::uint64_t{1} << b;
+  }
+  if (const auto e = s.find_first_of("eE"); e != std::string::npos) {
+    if (!digits(s.substr(0, e), a) || !digits(s.substr(e + 1), b) || b > 19) return std::nullopt;
+    for (std::uint64_t i = 0; i < b; ++i) {
+      if (a > UINT64_MAX / 10) return std::nullopt;
+      a *= 10;
+    }
+    return a;
+  }
+  if (!digits(s, a)) return std::nullopt;
+  return a;
+}
+
+/// "auto", or a number in [0, 1].
+std::optional<double> parse_share(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !(v >= 0.0 && v <= 1.0)) return std::nullopt;
+  return v;
+}
+
+std::string pow2_text(std::uint64_t n) {
+  std::string s = std::to_string(n);
+  if (n != 0 && (n & (n - 1)) == 0) {
+    int k = 0;
+    while ((std::uint64_t{1} << k) != n) ++k;
+    s += " (2^" + std::to_string(k) + ")";
+  }
+  return s;
+}
+
+
+workload_kind to_workload(const std::string& s) {
+  if (s == "load") return workload_kind::load;
+  if (s == "A") return workload_kind::a;
+  if (s == "B") return workload_kind::b;
+  if (s == "E") return workload_kind::e;
+  if (s == "scan") return workload_kind::scan;
+  return workload_kind::c;
+}
+
+key_dist to_dist(const std::string& s) {
+  if (s == "zipf") return key_dist::zipf;
+  if (s == "sequential") return key_dist::sequential;
+  return key_dist::uniform;
+}
+
+/// Workload-dependent defaults of --ops and --batch.
+std::uint64_t default_ops(workload_kind w) {
+  switch (w) {
+    case workload_kind::e:
+      return std::uint64_t{1} << 21;
+    case workload_kind::scan:
+      return std::uint64_t{1} << 12;
+    default:
+      return std::uint64_t{1} << 23;
+  }
+}
+std::uint64_t default_batch(workload_kind w) {
+  switch (w) {
+    case workload_kind::e:
+      return std::uint64_t{1} << 18;
+    case workload_kind::scan:
+      return std::uint64_t{1} << 8;
+    default:
+      return std::uint64_t{1} << 20;
+  }
+}
+
+tandem::gpu_query_order to_gpu_order(const std::string& s) {
+  if (s == "partial") return tandem::gpu_query_order::partial_sort;
+  if (s == "none") return tandem::gpu_query_order::none;
+  return tandem::gpu_query_order::full_sort;
+}
+
+int parse_command_line(int argc, char** argv, options& opt) {
+  CLI::App app{
+      "tandem-bench: YCSB-style throughput of tandem::index (batches through index::submit, end to end), "
+      "optionally beside absl::btree_map, tbb::concurrent_map and a GPU sorted array on the same ops.\n"};
+  app.get_formatter()->column_width(34);
+  // A count in [lo, hi]; with `allow_auto`, also the word "auto".
+  auto count_in = [](std::uint64_t lo, std::uint64_t hi, bool allow_auto) {
+    return CLI::Validator(
+        [=](std::string& s) -> std::string {
+          if (allow_auto && s == "auto") return "";
+          const std::optional<std::uint64_t> v = parse_count(s);
+          if (!v)
+            return "'" + s + "' is not " + (allow_auto ? "'auto' or " : "") + "a count (e.g. 16777216, 2^24, 1e6)";
+          if (*v < lo || *v > hi) return s + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+          return "";
+        },
+        "");
+  };
+  app.add_option("--keys", opt.keys,
+                 "Keys loaded before the run: N distinct uniformly random uint64 keys (--seed), 0 and UINT64_MAX "
+                 "always among them. Accepts 16777216, 2^24, 1e6")
+      ->check(count_in(2, std::uint64_t{1} << 40, false))
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--ops", opt.ops, "Ops run after the load. auto: 2^23 for load/C/A/B, 2^21 for E, 2^12 for scan")
+      ->check(count_in(0, std::uint64_t{1} << 40, true))
+      ->type_name("M|auto")
+      ->capture_default_str();
+  app.add_option("--batch", opt.batch, "Ops per batch. auto: 2^20 for load/C/A/B, 2^18 for E, 2^8 for scan")
+      ->check(count_in(1, (std::uint64_t{1} << 32) - 2, true))
+      ->type_name("B|auto")
+      ->capture_default_str();
+  app.add_option("--workload,-w", opt.workload,
+                 "load: bulk load timed (keys/s), then M inserts of new keys; C: 100% get; A: 50% get / 50% put; "
+                 "B: 95% get / 5% put; E: 95% ordered scans of 1..100 keys (uniform) / 5% inserts of new keys; "
+                 "scan: long scans of --scan-length keys (also reports entries/s)")
+      ->transform(CLI::IsMember({"load", "C", "A", "B", "E", "scan"}, CLI::ignore_case))
+      ->type_name("W")
+      ->capture_default_str();
+  app.add_option("--dist,-d", opt.dist,
+                 "Which loaded keys the ops use, by rank in key order: uniform; zipf (YCSB scrambled zipfian, "
+                 "constant 0.99); sequential (walks the keys in order)")
+      ->transform(CLI::IsMember({"uniform", "zipf", "sequential"}, CLI::ignore_case))
+      ->type_name("D")
+      ->capture_default_str();
+  app.add_option("--threads,-t", opt.threads,
+                 "tandem::config.threads, and the thread count of the baselines; 0: one per hardware thread")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{4096}))
+      ->type_name("T")
+      ->capture_default_str();
+  app.add_option("--device", opt.device,
+                 "tandem::config.device: auto, cpu or gpu (gpu fails, exit status 2, when no GPU is usable)")
+      ->transform(CLI::IsMember({"auto", "cpu", "gpu"}, CLI::ignore_case))
+      ->type_name("DEV")
+      ->capture_default_str();
+  auto* share_opt = app.add_option(
+                 "--gpu-share", opt.gpu_share,
+                 "Share of each batch's keys routed on the GPU: auto (the index balances GPU and CPU) or a "
+                 "number in [0,1], passed to index::set_gpu_share before the load. Without a usable GPU routing "
+                 "stays on the CPU. The share used (keys routed on the GPU / all) and the GPU route times are "
+                 "reported in the stage table, CSV and JSON")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            return s == "auto" || parse_share(s) ? "" : "'" + s + "' is not 'auto' or a number in [0, 1]";
+          },
+          ""))
+      ->type_name("S")
+      ->capture_default_str();
+  app.add_option("--seed", opt.seed, "Seed of keys, values and ops (same seed, same run)")
+      ->type_name("SEED")
+      ->capture_default_str();
+  app.add_option("--scan-length", opt.scan_length, "Entries per scan of --workload scan (at most 2^24)")
+      ->check(count_in(1, tandem::max_scan_limit, false))
+      ->type_name("L")
+      ->capture_default_str();
+  app.add_option("--scan-order", opt.scan_order,
+                 "Order of --workload scan's scans: ordered, or unordered (the BPA map path; same entries)")
+      ->check(CLI::IsMember({"ordered", "unordered"}))
+      ->type_name("ORDER")
+      ->capture_default_str();
+  app.add_option("--inflight", opt.inflight, "tandem: most batches submitted and not yet answered")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}))
+      ->type_name("K")
+      ->capture_default_str();
+  app.add_option("--fanout", opt.fanout, "tandem::config.fanout (16, 32 or 64)")->type_name("F")->capture_default_str();
+  app.add_option("--gpu-order", opt.gpu_order,
+                 "tandem::config.gpu_order: how the GPU orders keys before the descent: full (sort (key, position) "
+                 "on all 64 bits; the host sorts nothing), partial (sort on the top log2(keys/8) bits; the host "
+                 "sorts each leaf's ops) or none (batch order; the host sorts)")
+      ->check(CLI::IsMember({"full", "partial", "none"}))
+      ->type_name("ORDER")
+      ->capture_default_str();
+  app.add_option("--gpu-scatter", opt.gpu_scatter,
+                 "tandem::config.gpu_scatter: on, a GPU-routed batch's answers go back to batch order on the GPU; "
+                 "off, on the host. The tandem line says how many batches scattered where")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->type_name("on|off")
+      ->capture_default_str();
+  app.add_option("--leaf-fill", opt.leaf_fill, "tandem::config.leaf_fill, in (0, 1]")
+      ->type_name("X")
+      ->capture_default_str();
+  app.add_flag("--verify", opt.verify,
+               "Check every answer of tandem (status, found, value, key, every scan entry) against an "
+               "absl::btree_map model that replays the same batches in order (not timed), plus index::verify() "
+               "and the final size; with --baselines also their final contents. Prints 'verify: <n> answers "
+               "checked, <m> mismatches'; exit status 1 on any mismatch. Keeps all results in memory");
+  app.add_flag("--baselines,!--no-baselines", opt.baselines,
+               "(Default on; --no-baselines: tandem only.) Also run the same ops (same keys, batches, threads) on "
+               "absl::btree_map (key-range shards, "
+               "std::shared_mutex each: shared for reads, exclusive for writes) and tbb::concurrent_map; each "
+               "batch is a tbb::parallel_for in a task_arena of --threads. They run a batch's ops concurrently: "
+               "no batch-sequential semantics. For workload C also 'gpu-array': the loaded pairs sorted on the "
+               "GPU (thrust::sort_by_key; keys + parallel values), each batch answered by thrust::lower_bound + a "
+               "gather, query upload and answer download from/to pinned host memory included (needs a CUDA build "
+               "and a GPU; otherwise a line says why it was skipped)");
+  app.add_flag("--probe,!--no-probe", opt.probe,
+               "(Default on; --no-probe: skip.) Before the timed runs, measure host sequential read and write "
+               "GB/s and random 8-byte reads/s with --threads threads over an array of min(1 GiB, keys*16 bytes) "
+               "(less where first-touch page faults are slow; about 1 to 1.5 s in all), and set tandem's host bytes per op against the read bandwidth");
+  app.add_option("--absl-shards", opt.absl_shards,
+                 "Key-range shards of the absl baseline, a power of two (1: one map behind one shared_mutex)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            const auto v = parse_count(s);
+            return v && *v >= 1 && *v <= 65536 && (*v & (*v - 1)) == 0 ? "" : "must be a power of two in [1, 65536]";
+          },
+          ""))
+      ->type_name("S")
+      ->capture_default_str();
+  auto* sweep_opt =
+      app.add_option("--sweep", opt.sweep,
+                     "share: run the same batches at GPU shares 0, 0.1, ..., 1 and auto on ONE loaded index "
+                     "(index::set_gpu_share between points; auto after --warmup batches that let the policy "
+                     "converge). Read-only and update-only workloads (C, scan, A, B) reuse the index as it is; "
+                     "load and E, which insert new keys, reload it before each point so every point starts from the "
+                     "same contents. Prints one row per point (share requested and used, M ops/s, stage seconds, "
+                     "GPU route fields); --csv writes one row per point (then one per baseline), --plot draws it. "
+                     "Without a usable GPU every point routes on the CPU (share used 0)")
+          ->check(CLI::IsMember({"share"}))
+          ->type_name("WHAT");
+  share_opt->excludes(sweep_opt);
+  app.add_option("--warmup", opt.warmup,
+                 "Untimed batches of --batch gets of loaded keys (they change nothing) run on tandem before each "
+                 "timed run: they warm the GPU and let the auto share converge. auto: 4 with --sweep, else 0")
+      ->check(count_in(0, 1u << 20, true))
+      ->type_name("W|auto")
+      ->capture_default_str();
+  app.add_option("--plot", opt.plot,
+                 "With --sweep share (or --plot-csv): write FILE.gp, a self-contained gnuplot script of "
+                 "throughput against GPU share (baselines as lines), and run gnuplot on it to make FILE.png when "
+                 "gnuplot is found (the one CMake found at build time, else on PATH); otherwise say so and keep "
+                 "the script")
+      ->type_name("FILE.png");
+  app.add_option("--plot-csv", opt.plot_csv,
+                 "Run nothing: plot the --sweep share rows of a CSV written earlier by --csv into --plot FILE.png "
+                 "(exit status 1 when gnuplot is not found)")
+      ->check(CLI::ExistingFile)
+      ->type_name("CSV");
+  app.add_option("--csv", opt.csv,
+                 "Write one CSV row per system to FILE (with --sweep: one per point, then one per baseline)")
+      ->type_name("FILE");
+  app.add_flag("--csv-append", opt.csv_append, "Append to the --csv file (header only when it is new or empty)");
+  app.add_option("--json", opt.json, "Write a JSON array, one object per system, to FILE")->type_name("FILE");
+  app.footer(
+      "Output: a table on stdout (M ops/s and seconds of the timed run per system; bulk-load rate; tandem's "
+      "per-stage seconds, bytes moved and GB/s from tandem::stats with the GPU route times (gpu_upload, "
+      "gpu_sort, gpu_kernel, gpu_download, gpu_route, cpu_route) summed over the batches, PCIe bytes, host "
+      "bytes per op, heap allocations per batch during the timed run, the memory probe, device, GPU share "
+      "used, batches scattered on the GPU/host, leaves, height, splits; with --sweep one such row per share); "
+      "a progress bar on stderr when it is a terminal. tandem is "
+      "timed from its first submit to its last result, with up to --inflight batches queued; the baselines from "
+      "their first to their last batch. Batches are generated before timing.\nExit status: 0 ok, 1 a verify "
+      "mismatch, a failed batch or baseline, an unwritable output file, or --plot-csv without gnuplot, 2 the "
+      "index cannot be created (e.g. --device gpu without a GPU) or --plot without --sweep/--plot-csv; other "
+      "command-line errors exit with CLI11's codes.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return -1;
+}
+
+}  // namespace tandem_bench

@@ -1,0 +1,66 @@
+#pragma once
+/// @file
+/// tandem-bench's command line: the options, their parsing (CLI11) and the
+/// small parsers and workload-dependent defaults main() resolves them with.
+
+#include "workload.hpp"
+
+#include <tandem/config.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tandem_bench {
+
+struct options {
+  std::string keys = "2^22";
+  std::string ops = "auto";
+  std::string batch = "auto";
+  std::string workload = "C";
+  std::string dist = "uniform";
+  std::size_t threads = 0;
+  std::string device = "auto";
+  std::string gpu_share = "auto";
+  std::uint64_t seed = 42;
+  std::string scan_length = "10000";
+  std::string scan_order = "ordered";
+  std::size_t inflight = 4;
+  int fanout = 32;
+  std::string gpu_order = "full";   ///< full | partial | none
+  std::string gpu_scatter = "on";   ///< on | off
+  double leaf_fill = 0.75;
+  bool verify = false;
+  bool baselines = true;
+  bool probe = true;
+  std::size_t absl_shards = 64;
+  std::string csv;
+  bool csv_append = false;
+  std::string json;
+  std::string sweep;
+  std::string warmup = "auto";
+  std::string plot;
+  std::string plot_csv;
+};
+
+/// Parses the command line into `opt`.
+/// @return -1 to go on, else the exit status (--help, a bad option)
+[[nodiscard]] int parse_command_line(int argc, char** argv, options& opt);
+
+/// Parses a count: decimal ("16777216", "16'777'216"), a power of two
+/// ("2^24") or decimal exponent notation ("1e6"). Empty when malformed.
+[[nodiscard]] std::optional<std::uint64_t> parse_count(std::string s);
+/// "auto", or a number in [0, 1].
+[[nodiscard]] std::optional<double> parse_share(const std::string& s);
+/// "16777216 (2^24)" for powers of two, else the number.
+[[nodiscard]] std::string pow2_text(std::uint64_t n);
+
+[[nodiscard]] workload_kind to_workload(const std::string& s);
+[[nodiscard]] key_dist to_dist(const std::string& s);
+[[nodiscard]] tandem::gpu_query_order to_gpu_order(const std::string& s);
+/// Workload-dependent defaults of --ops and --batch.
+[[nodiscard]] std::uint64_t default_ops(workload_kind w);
+[[nodiscard]] std::uint64_t default_batch(workload_kind w);
+
+}  // namespace tandem_bench
