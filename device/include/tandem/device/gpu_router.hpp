@@ -7,8 +7,8 @@
 /// sorts and groups the batch by leaf, `scatter` puts answers back into batch
 /// order. The leaf a key routes to is what `descend()` on the host gives (one
 /// descent implementation: the kernels call the layout's `TANDEM_HD` node
-/// search), and a route fills the same `routed_batch_view` that
-/// `host::route_cpu` fills, so the leaf phase reads one shape.
+/// search), and a route fills the same `routed_batch_view` that the CPU
+/// router (`host::route_sorted`) fills, so the leaf phase reads one shape.
 ///
 /// How a route runs (aggregation::full, the default). The batch's keys (and
 /// args, types when wanted) go up in chunks of `router_options::chunk`, the

@@ -1,0 +1,72 @@
+#pragma once
+/// @file
+/// Data-movement kernels of gpu_router (private): iota, run-start flags,
+/// gathers by position (a route's keys, args, types) and the answer scatter.
+/// Templates, so that several translation units may include them (unlike
+/// descend_kernels.cuh, these read no `__constant__` memory). Grid-stride
+/// loops over 64-bit indices: n may come close to 2^32.
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem::device::detail {
+
+/// Threads per block of these kernels.
+inline constexpr unsigned shuffle_block_threads = 256;
+
+/// Blocks for n elements: enough to fill the GPU, grid-stride beyond.
+inline unsigned shuffle_blocks(std::size_t n) {
+  return static_cast<unsigned>(std::min<std::size_t>((n + shuffle_block_threads - 1) / shuffle_block_threads, 8192));
+}
+
+__device__ __forceinline__ std::size_t grid_first() {
+  return static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ std::size_t grid_stride() { return static_cast<std::size_t>(gridDim.x) * blockDim.x; }
+
+/// out[i] = first + i for i < n.
+template <class T>
+__global__ void iota_kernel(T* __restrict__ out, std::size_t n, T first) {
+  for (std::size_t i = grid_first(); i < n; i += grid_stride()) out[i] = first + static_cast<T>(i);
+}
+
+/// flags[i] = 1 where a run of equal values starts (i == 0 or v[i] != v[i-1]), else 0.
+template <class T>
+__global__ void run_start_kernel(const T* __restrict__ v, std::size_t n, std::uint8_t* __restrict__ flags) {
+  for (std::size_t i = grid_first(); i < n; i += grid_stride()) {
+    flags[i] = static_cast<std::uint8_t>(i == 0 || v[i] != v[i - 1]);
+  }
+}
+
+/// For i < n: keys_out[i] = keys_in[perm[i]], args_out[i] = args_in[perm[i]],
+/// types_out[i] = types_in[perm[i]]; a null output skips its array.
+template <class K, class A, class T>
+__global__ void gather_kernel(const std::uint32_t* __restrict__ perm, std::size_t n, const K* __restrict__ keys_in,
+                              K* __restrict__ keys_out, const A* __restrict__ args_in, A* __restrict__ args_out,
+                              const T* __restrict__ types_in, T* __restrict__ types_out) {
+  for (std::size_t i = grid_first(); i < n; i += grid_stride()) {
+    const std::uint32_t p = perm[i];
+    if (keys_out != nullptr) keys_out[i] = keys_in[p];
+    if (args_out != nullptr) args_out[i] = args_in[p];
+    if (types_out != nullptr) types_out[i] = types_in[p];
+  }
+}
+
+/// For i < count: values_out[positions[i]] = values[i], flags_out[...] =
+/// flags[i]; positions >= n are skipped; a null output skips its array.
+template <class V, class F>
+__global__ void scatter_kernel(const std::uint32_t* __restrict__ positions, std::size_t count, std::size_t n,
+                               const V* __restrict__ values, V* __restrict__ values_out, const F* __restrict__ flags,
+                               F* __restrict__ flags_out) {
+  for (std::size_t i = grid_first(); i < count; i += grid_stride()) {
+    const std::uint32_t p = positions[i];
+    if (p >= n) continue;
+    if (values_out != nullptr) values_out[p] = values[i];
+    if (flags_out != nullptr) flags_out[p] = flags[i];
+  }
+}
+
+}  // namespace tandem::device::detail

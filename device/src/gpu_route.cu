@@ -1,0 +1,405 @@
+// gpu_router, the route: takes a batch's keys (and args, types) in batch
+// order, gives the caller's routed_batch_view filled: sorted (or partly
+// sorted) on the GPU, descended, grouped by leaf with the group boundaries
+// found on the GPU, and brought down. Runs on the thread that calls route
+// (the scheduler's routing stage), one route at a time per router, beside an
+// upload and a scatter on other threads. Design: gpu_router.hpp; state:
+// detail/router_state.cuh; the descent is launched by gpu_router.cu.
+#include <tandem/device/gpu_router.hpp>
+
+#include <tandem/device/detail/cuda_check.cuh>
+#include <tandem/device/detail/router_state.cuh>
+#include <tandem/device/detail/shuffle_kernels.cuh>
+#include <tandem/device/detail/transfers.cuh>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_select.cuh>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+namespace tandem::device {
+
+using detail::clock_type;
+using detail::seconds_since;
+
+namespace {
+
+/// Staging slices of a route chunk.
+enum slice : int { keys_slice = 0, args_slice = 1, types_slice = 2 };
+
+/// Most arrays one route downloads (positions, keys, args, types, then
+/// group_begin, group_ordinal).
+constexpr std::size_t max_downloads = 6;
+
+}  // namespace
+
+void gpu_router::state::run_route(const detail::version_buffer& vb, const detail::layout_meta& m,
+                                  const key_type* keys, const value_type* args, const std::uint8_t* types,
+                                  std::size_t n, routed_batch_view& out, route_timing* timing) {
+  detail::route_resources& r = route;
+  detail::fault_gate gate(faults);
+  const bool full = options.order == aggregation::full;
+  const bool partial = options.order == aggregation::partial;
+  const bool want_args = out.args != nullptr;
+  const bool want_types = out.types != nullptr;
+  const auto n32 = static_cast<std::uint32_t>(n);
+  const std::size_t chunk = std::min(options.chunk, n);
+  const std::size_t chunks = (n + chunk - 1) / chunk;
+  const std::size_t last_chunk = n - (chunks - 1) * chunk;
+  const std::size_t lanes_used = std::min(r.lanes.size(), chunks);
+  const cudaStream_t main_stream = r.lanes[0]->stream.get();
+  // Positions and keys start down on a second stream while the main one
+  // still descends (full sort: they are final once sorted).
+  const cudaStream_t down_stream = r.lanes.size() > 1 ? r.lanes[1]->stream.get() : main_stream;
+
+  const bool keys_pinned = detail::is_pinned(keys);
+  const bool args_pinned = want_args && detail::is_pinned(args);
+  const bool types_pinned = want_types && detail::is_pinned(types);
+
+  // ---- room: every growth before anything is enqueued (a growth frees) ----
+  r.keys.reserve(n, 25);
+  r.keys_alt.reserve(n, 25);
+  if (want_args) {
+    r.args.reserve(n, 25);
+    r.args_out.reserve(n, 25);
+  }
+  if (want_types) {
+    r.types.reserve(n, 25);
+    r.types_out.reserve(n, 25);
+  }
+  r.positions.reserve(n, 25);
+  r.positions_alt.reserve(n, 25);
+  r.ordinals.reserve(n, 25);
+  if (!full) r.ordinals_alt.reserve(n, 25);
+  if (full) r.nodes.reserve(n, 25);
+  r.flags.reserve(n, 25);
+  r.group_begin.reserve(n, 25);
+  r.group_ordinal.reserve(n, 25);
+  if (r.iota.reserve(std::max(n, chunk), 25)) {
+    const std::size_t count = std::min<std::size_t>(r.iota.capacity(), std::numeric_limits<std::uint32_t>::max());
+    detail::iota_kernel<<<detail::shuffle_blocks(count), detail::shuffle_block_threads, 0, main_stream>>>(
+        r.iota.data(), count, std::uint32_t{0});
+    TANDEM_CUDA_TRY(cudaGetLastError());
+    TANDEM_CUDA_TRY(cudaStreamSynchronize(main_stream));  // every lane reads iota
+  }
+  detail::staging_layout staging;
+  staging.add(keys_slice, chunk * sizeof(key_type), !keys_pinned);
+  staging.add(args_slice, chunk * sizeof(value_type), want_args && !args_pinned);
+  staging.add(types_slice, chunk, want_types && !types_pinned);
+  const int psa_begin_bit = 64 - m.psa_bits;
+  std::size_t lane_temp = 0;
+  if (partial) {
+    detail::route_lane& l0 = *r.lanes[0];
+    l0.keys_sorted.reserve(chunk);
+    l0.positions.reserve(chunk);
+    for (const std::size_t count : {chunk, last_chunk}) {
+      std::size_t bytes = 0;
+      TANDEM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, r.keys.data(), l0.keys_sorted.data(),
+                                                      r.iota.data(), l0.positions.data(),
+                                                      static_cast<std::uint32_t>(count), psa_begin_bit, 64,
+                                                      main_stream));
+      lane_temp = std::max(lane_temp, bytes);
+    }
+  }
+  for (std::size_t l = 0; l < lanes_used; ++l) {
+    detail::route_lane& lane = *r.lanes[l];
+    lane.staging.reserve(staging.total);
+    if (!full) lane.nodes.reserve(chunk);
+    if (partial) {
+      lane.keys_sorted.reserve(chunk);
+      lane.positions.reserve(chunk);
+      lane.temp.reserve(lane_temp);
+    }
+  }
+  {
+    std::size_t sort_bytes = 0;
+    cub::DoubleBuffer<key_type> key_buffers(r.keys.data(), r.keys_alt.data());
+    cub::DoubleBuffer<std::uint32_t> position_buffers(r.positions.data(), r.positions_alt.data());
+    cub::DoubleBuffer<std::uint32_t> ordinal_buffers(r.ordinals.data(), r.ordinals_alt.data());
+    if (full) {
+      TANDEM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, key_buffers, position_buffers, n32, 0, 64,
+                                                      main_stream));
+    } else if (m.group_bits > 0) {
+      TANDEM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, ordinal_buffers, position_buffers, n32, 0,
+                                                      m.group_bits, main_stream));
+    }
+    std::size_t select_bytes = 0;
+    TANDEM_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, select_bytes, r.iota.data(), r.flags.data(),
+                                               r.group_begin.data(), r.selected.data(), static_cast<std::int64_t>(n),
+                                               main_stream));
+    r.temp.reserve(std::max(sort_bytes, select_bytes), 25);
+  }
+
+  // ---- timing marks (events only when asked for) -------------------------
+  detail::event_pool* marks = timing != nullptr ? &r.marks : nullptr;
+  auto mark = [&](cudaStream_t stream) -> std::size_t { return marks != nullptr ? marks->record(stream) : 0; };
+  if (marks != nullptr) {
+    marks->reset();
+    r.chunk_spans.clear();
+    r.chunk_spans.reserve(chunks);
+  }
+  double host_in = 0;
+  double host_out = 0;
+
+  // ---- up: chunks rotate over the lanes; without a full sort each chunk
+  // is also (partly) sorted and descended on its lane ----------------------
+  for (std::size_t i = 0; i < chunks; ++i) {
+    detail::route_lane& lane = *r.lanes[i % r.lanes.size()];
+    const cudaStream_t stream = lane.stream.get();
+    const std::size_t offset = i * chunk;
+    const std::size_t count = std::min(chunk, n - offset);
+    if (staging.total > 0) TANDEM_CUDA_TRY(cudaEventSynchronize(lane.staged.get()));  // its staging is free
+    TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::upload));
+    unsigned char* st = lane.staging.data();
+    const void* key_src = detail::stage_up(keys + offset, count * sizeof(key_type), keys_pinned,
+                                           st + staging.offset[keys_slice], pool, host_in);
+    const void* arg_src = want_args ? detail::stage_up(args + offset, count * sizeof(value_type), args_pinned,
+                                                       st + staging.offset[args_slice], pool, host_in)
+                                    : nullptr;
+    const void* type_src = want_types ? detail::stage_up(types + offset, count, types_pinned,
+                                                         st + staging.offset[types_slice], pool, host_in)
+                                      : nullptr;
+    detail::route_resources::chunk_marks cm{};
+    cm.begin = mark(stream);
+    TANDEM_CUDA_TRY(cudaMemcpyAsync(r.keys.data() + offset, key_src, count * sizeof(key_type), cudaMemcpyHostToDevice,
+                                    stream));
+    if (want_args) {
+      TANDEM_CUDA_TRY(cudaMemcpyAsync(r.args.data() + offset, arg_src, count * sizeof(value_type),
+                                      cudaMemcpyHostToDevice, stream));
+    }
+    if (want_types) {
+      TANDEM_CUDA_TRY(cudaMemcpyAsync(r.types.data() + offset, type_src, count, cudaMemcpyHostToDevice, stream));
+    }
+    TANDEM_CUDA_TRY(cudaEventRecord(lane.staged.get(), stream));
+    cm.uploaded = mark(stream);
+    if (!full) {
+      detail::descent_args a;
+      a.keys = r.keys.data() + offset;
+      a.n = static_cast<std::uint32_t>(count);
+      a.nodes_out = lane.nodes.data();
+      a.ordinals = r.ordinals.data() + offset;  // by position inside the chunk
+      if (partial) {
+        TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::sort));
+        std::size_t bytes = lane.temp.capacity();
+        TANDEM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(lane.temp.data(), bytes, r.keys.data() + offset,
+                                                        lane.keys_sorted.data(), r.iota.data(), lane.positions.data(),
+                                                        static_cast<std::uint32_t>(count), psa_begin_bit, 64, stream));
+        a.keys = lane.keys_sorted.data();
+        a.positions = lane.positions.data();
+      }
+      cm.sorted = mark(stream);
+      TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::kernel));
+      launch_descent(vb, m, a, stream, 0, m.height, m.groups);
+      cm.descended = mark(stream);
+    }
+    if (marks != nullptr) r.chunk_spans.push_back(cm);
+  }
+  for (std::size_t l = 1; l < lanes_used; ++l) {
+    TANDEM_CUDA_TRY(cudaEventRecord(r.lanes[l]->done.get(), r.lanes[l]->stream.get()));
+    TANDEM_CUDA_TRY(cudaStreamWaitEvent(main_stream, r.lanes[l]->done.get(), 0));
+  }
+
+  // ---- sort: (key, position) over the batch, or (ordinal, position) -------
+  const std::uint32_t* routed_positions = nullptr;
+  const key_type* routed_keys = nullptr;
+  const std::uint32_t* routed_ordinals = nullptr;
+  TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::sort));
+  const std::size_t sort_begin = mark(main_stream);
+  std::size_t sort_end = 0;
+  std::size_t kernel_begin = 0;
+  std::size_t kernel_end = 0;
+  if (full) {
+    TANDEM_CUDA_TRY(cudaMemcpyAsync(r.positions.data(), r.iota.data(), n * sizeof(std::uint32_t),
+                                    cudaMemcpyDeviceToDevice, main_stream));
+    cub::DoubleBuffer<key_type> key_buffers(r.keys.data(), r.keys_alt.data());
+    cub::DoubleBuffer<std::uint32_t> position_buffers(r.positions.data(), r.positions_alt.data());
+    std::size_t bytes = r.temp.capacity();
+    TANDEM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(r.temp.data(), bytes, key_buffers, position_buffers, n32, 0, 64,
+                                                    main_stream));
+    sort_end = mark(main_stream);
+    TANDEM_CUDA_TRY(cudaEventRecord(r.sorted.get(), main_stream));
+    routed_keys = key_buffers.Current();
+    routed_positions = position_buffers.Current();
+    routed_ordinals = r.ordinals.data();
+
+    // Sorted keys: ordinals come out non-decreasing, written in sorted order.
+    TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::kernel));
+    kernel_begin = mark(main_stream);
+    detail::descent_args a;
+    a.keys = routed_keys;
+    a.n = n32;
+    a.nodes_out = r.nodes.data();
+    a.ordinals = r.ordinals.data();
+    launch_descent(vb, m, a, main_stream, 0, m.height, m.groups);
+    kernel_end = mark(main_stream);
+  } else {
+    routed_positions = r.iota.data();  // one leaf: batch order is grouped already
+    routed_ordinals = r.ordinals.data();
+    if (m.group_bits > 0) {
+      TANDEM_CUDA_TRY(cudaMemcpyAsync(r.positions.data(), r.iota.data(), n * sizeof(std::uint32_t),
+                                      cudaMemcpyDeviceToDevice, main_stream));
+      cub::DoubleBuffer<std::uint32_t> ordinal_buffers(r.ordinals.data(), r.ordinals_alt.data());
+      cub::DoubleBuffer<std::uint32_t> position_buffers(r.positions.data(), r.positions_alt.data());
+      std::size_t bytes = r.temp.capacity();
+      TANDEM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(r.temp.data(), bytes, ordinal_buffers, position_buffers, n32, 0,
+                                                      m.group_bits, main_stream));
+      routed_ordinals = ordinal_buffers.Current();
+      routed_positions = position_buffers.Current();
+    }
+    sort_end = mark(main_stream);
+    routed_keys = r.keys_alt.data();
+  }
+
+  // ---- grouping: run starts of the ordinal, selected into the groups;
+  // keys (args, types) gathered by routed position ---------------------------
+  const std::size_t grouping_begin = mark(main_stream);
+  const unsigned blocks = detail::shuffle_blocks(n);
+  detail::run_start_kernel<<<blocks, detail::shuffle_block_threads, 0, main_stream>>>(routed_ordinals, n,
+                                                                                      r.flags.data());
+  TANDEM_CUDA_TRY(cudaGetLastError());
+  std::size_t bytes = r.temp.capacity();
+  TANDEM_CUDA_TRY(cub::DeviceSelect::Flagged(r.temp.data(), bytes, r.iota.data(), r.flags.data(), r.group_begin.data(),
+                                             r.selected.data(), static_cast<std::int64_t>(n), main_stream));
+  bytes = r.temp.capacity();
+  TANDEM_CUDA_TRY(cub::DeviceSelect::Flagged(r.temp.data(), bytes, routed_ordinals, r.flags.data(),
+                                             r.group_ordinal.data(), r.selected.data(), static_cast<std::int64_t>(n),
+                                             main_stream));
+  if (!full || want_args || want_types) {
+    // With a full sort the keys are sorted already (and r.keys may hold the
+    // sort's scratch): only args and types are gathered.
+    detail::gather_kernel<<<blocks, detail::shuffle_block_threads, 0, main_stream>>>(
+        routed_positions, n, r.keys.data(), full ? nullptr : r.keys_alt.data(), r.args.data(),
+        want_args ? r.args_out.data() : nullptr, r.types.data(), want_types ? r.types_out.data() : nullptr);
+    TANDEM_CUDA_TRY(cudaGetLastError());
+  }
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(r.selected_host.data(), r.selected.data(), sizeof(std::uint32_t),
+                                  cudaMemcpyDeviceToHost, main_stream));
+  const std::size_t grouping_end = mark(main_stream);
+  TANDEM_CUDA_TRY(cudaEventRecord(r.grouped.get(), main_stream));
+
+  // ---- down: the per-op arrays, then (G known) the groups ------------------
+  TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::download));
+  const cudaEvent_t early = full ? r.sorted.get() : r.grouped.get();
+  detail::download_item items[max_downloads];
+  std::size_t count = 0;
+  items[count++] = {out.positions, routed_positions, n * sizeof(std::uint32_t), detail::is_pinned(out.positions),
+                    early};
+  items[count++] = {out.keys, routed_keys, n * sizeof(key_type), detail::is_pinned(out.keys), early};
+  if (want_args) {
+    items[count++] = {out.args, r.args_out.data(), n * sizeof(value_type), detail::is_pinned(out.args),
+                      r.grouped.get()};
+  }
+  if (want_types) items[count++] = {out.types, r.types_out.data(), n, detail::is_pinned(out.types), r.grouped.get()};
+  std::size_t spans[2 * max_downloads] = {};
+  r.download.run(items, count, down_stream, pool, marks, spans, host_out);
+
+  TANDEM_CUDA_TRY(cudaEventSynchronize(r.grouped.get()));
+  const std::size_t groups = *r.selected_host.data();
+  detail::download_item group_items[2] = {
+      {out.group_begin, r.group_begin.data(), groups * sizeof(std::uint32_t), detail::is_pinned(out.group_begin),
+       nullptr},
+      {out.group_ordinal, r.group_ordinal.data(), groups * sizeof(std::uint32_t),
+       detail::is_pinned(out.group_ordinal), nullptr}};
+  r.download.run(group_items, 2, down_stream, pool, marks, spans + 2 * count, host_out);
+
+  TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::sync));
+  TANDEM_CUDA_TRY(cudaStreamSynchronize(down_stream));
+  TANDEM_CUDA_TRY(cudaStreamSynchronize(main_stream));
+  out.group_begin[groups] = n32;
+  out.groups = groups;
+  out.key_sorted = full;
+
+  if (timing != nullptr) {
+    for (const auto& cm : r.chunk_spans) {
+      timing->upload += marks->seconds(cm.begin, cm.uploaded);
+      if (!full) {
+        timing->sort += marks->seconds(cm.uploaded, cm.sorted);
+        timing->kernel += marks->seconds(cm.sorted, cm.descended);
+      }
+    }
+    const double batch_sort = marks->seconds(sort_begin, sort_end);
+    timing->sort += batch_sort;
+    if (!full) timing->group_sort = batch_sort;
+    if (full) timing->kernel += marks->seconds(kernel_begin, kernel_end);
+    timing->grouping = marks->seconds(grouping_begin, grouping_end);
+    for (std::size_t k = 0; k < count + 2; ++k) timing->download += marks->seconds(spans[2 * k], spans[2 * k + 1]);
+    timing->host_in = host_in;
+    timing->host_out = host_out;
+    timing->upload += host_in;
+    timing->chunks = chunks;
+    timing->bytes_up = n * (sizeof(key_type) + (want_args ? sizeof(value_type) : 0) + (want_types ? 1 : 0));
+    timing->bytes_down = n * (sizeof(std::uint32_t) + sizeof(key_type) + (want_args ? sizeof(value_type) : 0) +
+                              (want_types ? 1 : 0)) +
+                         groups * 2 * sizeof(std::uint32_t) + sizeof(std::uint32_t);
+  }
+}
+
+void gpu_router::state::drain_route() noexcept {
+  for (const auto& lane : route.lanes) (void)cudaStreamSynchronize(lane->stream.get());
+  (void)cudaGetLastError();
+}
+
+void gpu_router::route(const key_type* keys, const value_type* args, const std::uint8_t* types, std::size_t n,
+                       routed_batch_view& out, route_timing* timing) {
+  const auto t0 = clock_type::now();
+  state& s = *state_;
+  std::lock_guard<std::mutex> route_lock(s.route_mutex);
+  int b = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.meta_mutex);
+    if (s.current < 0) throw std::logic_error("gpu_router::route: no layout was uploaded");
+    b = s.current;
+    ++s.buffers[static_cast<std::size_t>(b)].users;
+  }
+  // While it counts as a user, no upload writes this buffer or its meta.
+  struct release_buffer {
+    state& s;
+    int b;
+    ~release_buffer() {
+      {
+        std::lock_guard<std::mutex> lock(s.meta_mutex);
+        --s.buffers[static_cast<std::size_t>(b)].users;
+      }
+      s.users_cv.notify_all();
+    }
+  } release{s, b};
+  const detail::version_buffer& vb = s.buffers[static_cast<std::size_t>(b)];
+
+  if (n > std::size_t{std::numeric_limits<std::uint32_t>::max()}) {
+    throw std::length_error("gpu_router::route: " + std::to_string(n) +
+                            " keys; a batch holds at most 2^32 - 1 (positions are u32)");
+  }
+  route_timing t;
+  if (n == 0) {
+    if (out.group_begin != nullptr) out.group_begin[0] = 0;
+    out.groups = 0;
+    out.key_sorted = s.options.order == aggregation::full;
+  } else {
+    if (keys == nullptr || out.positions == nullptr || out.keys == nullptr || out.group_begin == nullptr ||
+        out.group_ordinal == nullptr) {
+      throw std::invalid_argument("gpu_router::route: null keys, out.positions, out.keys, out.group_begin or "
+                                  "out.group_ordinal for " + std::to_string(n) + " keys");
+    }
+    if ((out.args != nullptr && args == nullptr) || (out.types != nullptr && types == nullptr)) {
+      throw std::invalid_argument("gpu_router::route: out.args (out.types) is set but args (types) is null for " +
+                                  std::to_string(n) + " keys");
+    }
+    s.set_device();
+    try {
+      s.run_route(vb, vb.meta, keys, args, types, n, out, timing != nullptr ? &t : nullptr);
+    } catch (...) {
+      s.drain_route();
+      throw;
+    }
+  }
+  t.total = seconds_since(t0);
+  if (timing != nullptr) *timing = t;
+}
+
+}  // namespace tandem::device
