@@ -221,7 +221,8 @@ class index::impl {
   int next_slot_ = 0;
   std::shared_ptr<scheduler::answer_pool> answers_;
   std::unique_ptr<device::gpu_router> gpu_;
-  scheduler::share_policy policy_;  // used by one route at a time
+  scheduler::share_policy policy_;  // routes (look-ahead) and leaf phases (dispatcher) feed it
+  mutable std::mutex policy_mutex_;
   std::atomic<int> consecutive_failures_{0};
   std::atomic<bool> degraded_{false};
   std::atomic<std::uint64_t> gpu_failures_{0};

@@ -35,7 +35,11 @@ void index::impl::route(prepared& p) {
   route_report& info = p.info;
   const bool with_args = !p.gets_only;
   const auto* types = reinterpret_cast<const std::uint8_t*>(b.types());
-  double share = auto_share_.load() ? policy_.share() : fixed_share_.load();
+  double share = fixed_share_.load();
+  if (auto_share_.load()) {
+    std::lock_guard<std::mutex> lock(policy_mutex_);
+    share = policy_.share();
+  }
   // Held until the GPU route has finished: no upload may switch the router's
   // version between reading it here and the route using it.
   std::unique_lock<std::mutex> turn(gpu_turn_, std::defer_lock);
@@ -109,6 +113,7 @@ void index::impl::route_gpu(prepared& p, const routed_batch_view& want, routed_b
 }
 
 void index::impl::observe_rates(route_report& info) {
+  std::lock_guard<std::mutex> lock(policy_mutex_);
   if (!info.gpu_failed) policy_.observe(info.gpu_keys, info.gpu_seconds, info.cpu_keys, info.cpu_seconds);
   info.gpu_rate = policy_.gpu_rate();
   info.cpu_rate = policy_.cpu_rate();

@@ -196,6 +196,41 @@ TYPED_TEST(BpaTest, LowerBoundMatchesModel) {
   }
 }
 
+TYPED_TEST(BpaTest, GetSortedMatchesModelSortedOrNot) {
+  using B = TypeParam;
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, B::capacity / 2 + 1, B::capacity}) {
+    for (int state = 0; state < 3; ++state) {  // 0: as inserted (log + unsorted blocks), 1: flushed, 2: sorted
+      auto b = this->make();
+      auto model = this->fill(*b, n, 21 + n);
+      if (state >= 1) b->flush();
+      if (state == 2) b->sort();
+      if (state == 1 && n > 2) {  // erase a few so blocks lose their order and shift
+        for (key_type k : {model.begin()->first, std::prev(model.end())->first}) {
+          ASSERT_TRUE(b->erase(k));
+          model.erase(k);
+        }
+      }
+      std::vector<key_type> probes = {min_key, min_key, 1, max_key - 1, max_key, max_key};
+      std::mt19937_64 rng(5);
+      for (const auto& [k, v] : model) {
+        probes.push_back(k);
+        if (rng() % 3 == 0) probes.push_back(k);  // repeats
+        if (k != max_key) probes.push_back(k + 1);
+      }
+      for (int i = 0; i < 200; ++i) probes.push_back(rng());
+      std::sort(probes.begin(), probes.end());
+      std::vector<value_type> values(probes.size(), 7);
+      std::vector<std::uint8_t> found(probes.size(), 7);
+      b->get_sorted(probes.data(), probes.size(), values.data(), found.data());
+      for (std::size_t i = 0; i < probes.size(); ++i) {
+        const auto it = model.find(probes[i]);
+        ASSERT_EQ(found[i], it != model.end() ? 1 : 0) << "n " << n << " state " << state << " probe " << probes[i];
+        ASSERT_EQ(values[i], it != model.end() ? it->second : 0) << "probe " << probes[i];
+      }
+    }
+  }
+}
+
 TYPED_TEST(BpaTest, RangesMatchModel) {
   using B = TypeParam;
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, B::capacity - 1, B::capacity}) {

@@ -53,6 +53,19 @@ TEST(SharePolicy, FollowsAChangeOfRatesWithinAFewBatches) {
   EXPECT_NEAR(p.share(), 0.5, 0.02);
 }
 
+TEST(SharePolicy, AGpuThatOutrunsTheLeafPhaseTakesWholeBatches) {
+  share_policy p;
+  for (int i = 0; i < 4; ++i) run_batch(p, 3e9, 1e9);
+  EXPECT_NEAR(p.share(), 0.75, 1e-6);
+  p.observe_leaf(1u << 20, (1u << 20) / 5e8);  // leaf phase at 0.5 G ops/s: the GPU route hides behind it
+  EXPECT_DOUBLE_EQ(p.share(), 1.0);
+  for (int i = 0; i < 4; ++i) run_batch(p, 3e9, 1e9);
+  EXPECT_DOUBLE_EQ(p.share(), 1.0);
+  // The GPU slows below the leaf phase's rate: back to balancing.
+  for (int i = 0; i < 16; ++i) run_batch(p, 2e8, 1e9);
+  EXPECT_NEAR(p.share(), 2e8 / (2e8 + 1e9), 1e-3);
+}
+
 TEST(SharePolicy, ResetForgetsRates) {
   share_policy p(0.5);
   for (int i = 0; i < 5; ++i) run_batch(p, 9e9, 1e9);
