@@ -55,7 +55,10 @@ index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
   rebuild_table_from_store();
   publish_stats(nullptr, false, 0);
   lookahead_ = std::make_unique<scheduler::worker_thread>();
-  if (gpu_) gpu_side_ = std::make_unique<scheduler::worker_thread>();
+  if (gpu_) {
+    gpu_side_ = std::make_unique<scheduler::worker_thread>();
+    scatter_ = std::make_unique<scheduler::worker_thread>();
+  }
   dispatcher_ = std::thread([this] { dispatch(); });
 }
 
@@ -110,38 +113,58 @@ job* index::impl::try_pop() {
   return j;
 }
 
+prepared* index::impl::take_slot(job* j) {
+  prepared* p = &slots_[next_slot_];
+  p->reset(j, &spaces_[next_slot_]);
+  next_slot_ = (next_slot_ + 1) % pipeline_depth;
+  return p;
+}
+
 void index::impl::dispatch() {
-  prepared* ready = nullptr;
-  job* held = nullptr;  // a non-batch job popped while looking ahead
+  prepared* ready = nullptr;       // routed, its leaf phase next
+  prepared* scattering = nullptr;  // leaf phase done, answers on their way back on the GPU
+  job* held = nullptr;             // a non-batch job popped while looking ahead
+  auto deliver_scattered = [&] {
+    if (!scattering) return;
+    scatter_->wait();  // the task keeps its failures in the batch
+    deliver(*scattering);
+    scattering = nullptr;
+  };
   for (;;) {
     if (!ready) {
-      job* j = held ? held : pop_or_wait();
+      job* j = held ? held : try_pop();
       held = nullptr;
+      if (!j) {
+        deliver_scattered();  // nothing else to overlap it with
+        j = pop_or_wait();
+      }
       if (!j) return;
       if (j->type != job::kind::batch) {
+        deliver_scattered();  // loads and barriers come after every earlier batch
         run(j);
         delete j;
         continue;
       }
-      ready = &slots_[next_slot_];
-      ready->reset(j, &spaces_[next_slot_]);
-      next_slot_ ^= 1;
+      ready = take_slot(j);
       prepare(*ready);
     }
     prepared* next = nullptr;
     if (job* j2 = try_pop()) {
       if (j2->type == job::kind::batch) {
-        next = &slots_[next_slot_];
-        next->reset(j2, &spaces_[next_slot_]);
-        next_slot_ ^= 1;
+        next = take_slot(j2);
         lookahead_->start([this, next] { prepare(*next); });
       } else {
         held = j2;
       }
     }
-    finish(*ready);
-    delete ready->j;
-    ready->j = nullptr;
+    leaf_stage(*ready);
+    deliver_scattered();  // the previous batch, in order
+    if (ready->gpu_scatter) {
+      scattering = ready;
+      scatter_->start([this, p = ready] { scatter_on_gpu(*p); });
+    } else {
+      deliver(*ready);
+    }
     ready = nullptr;
     if (next) {
       lookahead_->wait();  // prepare() keeps its exceptions in next->failure
@@ -179,23 +202,25 @@ void index::impl::prepare(prepared& p) {
   }
 }
 
-void index::impl::finish(prepared& p) {
-  job& j = *p.j;
-  std::uint64_t splits = 0;
-  if (!p.failure) {
+void index::impl::leaf_stage(prepared& p) {
+  if (p.failure) return;
+  try {
+    arena_.execute([&] { run_leaves(p, p.splits); });
+  } catch (...) {
+    p.failure = std::current_exception();
+    p.gpu_scatter = false;
+    // The batch may have split leaves before failing: bring the leaf table
+    // and inner layout back in line with the leaves so the index stays
+    // consistent for the next batch.
     try {
-      arena_.execute([&] { run_leaves(p, splits); });
+      arena_.execute([&] { rebuild_table_from_store(); });
     } catch (...) {
-      p.failure = std::current_exception();
-      // The batch may have split leaves before failing: bring the leaf table
-      // and inner layout back in line with the leaves so the index stays
-      // consistent for the next batch.
-      try {
-        arena_.execute([&] { rebuild_table_from_store(); });
-      } catch (...) {
-      }
     }
   }
+}
+
+void index::impl::deliver(prepared& p) {
+  job& j = *p.j;
   batch_result result;
   if (!p.failure) {
     if (p.result_keys.size() != p.n) p.result_keys = j.ops.take_keys();
@@ -204,7 +229,7 @@ void index::impl::finish(prepared& p) {
   }
   p.columns.reset();
   result.set_sequence(sequence_++);
-  publish_stats(&p, p.failure != nullptr, splits);
+  publish_stats(&p, p.failure != nullptr, p.splits);
   if (j.done) {
     try {
       j.done(std::move(result), p.failure);
@@ -218,6 +243,8 @@ void index::impl::finish(prepared& p) {
   } else {
     j.promise.set_value(std::move(result));
   }
+  delete p.j;
+  p.j = nullptr;
 }
 
 void index::impl::note_callback_error(const std::string& what) {

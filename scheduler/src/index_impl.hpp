@@ -1,7 +1,7 @@
 #pragma once
 // index::impl: the state of one index and the stages a batch goes through.
 // One file per stage implements it:
-//   dispatcher.cpp   submit queue, the dispatcher thread, look-ahead, finish
+//   dispatcher.cpp   submit queue, the dispatcher thread, look-ahead, delivery
 //   validate.cpp     checking ops, status column, op counts     (step 1)
 //   route_stage.cpp  CPU/GPU split, sort-and-route, merge        (step 2)
 //   leaf_stage.cpp   leaf phase and answers back to batch order  (steps 3, 5)
@@ -11,7 +11,8 @@
 // Threads: the dispatcher thread owns the leaves, the leaf table and the
 // layout; the look-ahead thread routes the next batch (validate + route)
 // while the dispatcher runs the current one's leaf phase; the GPU thread
-// runs the GPU side of a split route. All parallel work runs on one TBB
+// runs the GPU side of a split route; the scatter thread puts the previous
+// batch's answers back in batch order on the GPU meanwhile. All parallel work runs on one TBB
 // arena of config.threads.
 #include <tandem/index.hpp>
 
@@ -87,8 +88,9 @@ struct routed_arrays {
   }
 };
 
-/// Buffers of one batch between its route and its answers. Two exist: one
-/// batch is routed while the previous one runs its leaf phase.
+/// Buffers of one batch between its route and its answers. Three exist: one
+/// batch is routed while the previous one runs its leaf phase and the one
+/// before that gets its answers back in batch order on the GPU.
 struct route_space {
   routed_arrays final_route;     // what the leaf phase reads
   routed_arrays gpu_side, cpu_side;  // the two shares of a split route, before the merge
@@ -132,6 +134,7 @@ struct prepared {
   stage_bytes bytes;
   route_report info;
   bool gpu_scatter = false;
+  std::uint64_t splits = 0;
   std::exception_ptr failure;
   void reset(job* jb, route_space* sp) {
     j = jb;
@@ -147,6 +150,7 @@ struct prepared {
     bytes = {};
     info = {};
     gpu_scatter = false;
+    splits = 0;
     failure = nullptr;
   }
 };
@@ -171,8 +175,10 @@ class index::impl {
   job* try_pop();
   void dispatch();
   void run(job* j);
+  prepared* take_slot(job* j);
   void prepare(prepared& p);
-  void finish(prepared& p);
+  void leaf_stage(prepared& p);
+  void deliver(prepared& p);
   void note_callback_error(const std::string& what);
 
   // validate.cpp
@@ -186,6 +192,7 @@ class index::impl {
 
   // leaf_stage.cpp
   void run_leaves(prepared& p, std::uint64_t& split_count);
+  void scatter_on_gpu(prepared& p);
 
   // inner_sync.cpp
   void open_gpu();
@@ -216,8 +223,11 @@ class index::impl {
   host::leaf_phase_report leaf_report_;
   mutable std::mutex layout_mutex_;  // guards layout_ and gpu_layout_ (the pointers)
   std::mutex gpu_turn_;              // a GPU route and an upload never overlap
-  route_space spaces_[2];
-  prepared slots_[2];
+  /// Batches in the pipeline at once: one scattering its answers on the GPU,
+  /// one in its leaf phase, one being routed.
+  static constexpr int pipeline_depth = 3;
+  route_space spaces_[pipeline_depth];
+  prepared slots_[pipeline_depth];
   int next_slot_ = 0;
   std::shared_ptr<scheduler::answer_pool> answers_;
   std::unique_ptr<device::gpu_router> gpu_;
@@ -243,6 +253,7 @@ class index::impl {
   bool stopping_ = false;
   std::unique_ptr<scheduler::worker_thread> lookahead_;  // routes the next batch
   std::unique_ptr<scheduler::worker_thread> gpu_side_;   // GPU share of a split route
+  std::unique_ptr<scheduler::worker_thread> scatter_;    // answers of the previous batch, on the GPU
   std::thread dispatcher_;
 };
 

@@ -39,27 +39,30 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
 
   t0 = clock_type::now();
   tandem::detail::answer_columns& cols = *p.columns;
-  const std::size_t answer_bytes = n * (sizeof(std::uint32_t) + 2 * (sizeof(value_type) + 1));
   p.gpu_scatter = cfg_.gpu_scatter && p.info.gpu_keys != 0 && gpu_ && !degraded_.load();
-  if (p.gpu_scatter) {
-    try {
-      device::scatter_timing st;
-      gpu_->scatter(p.routes.positions, sorted.values, sorted.found, n, cols.values, cols.found, &st);
-      p.bytes.pcie += st.bytes_up + st.bytes_down;
-    } catch (const std::exception&) {
-      note_gpu_failure();
-      p.gpu_scatter = false;
-    }
-  }
   if (!p.gpu_scatter) host::scatter_answers(p.routes.positions, sorted.values, sorted.found, n, cols.values, cols.found);
   p.result_keys = p.j->ops.take_keys();
-  p.bytes.complete = answer_bytes + host::finish_ranges(leaf_ws_, p.routes, p.result_keys.data(), cols);
-  p.times.complete = seconds_since(t0);
-  {
-    std::lock_guard<std::mutex> lock(policy_mutex_);
-    policy_.observe_leaf(n, p.times.order + p.times.read + p.times.leaf + p.times.complete);
-  }
+  p.bytes.complete = n * (sizeof(std::uint32_t) + 2 * (sizeof(value_type) + 1)) +
+                     host::finish_ranges(leaf_ws_, p.routes, p.result_keys.data(), cols);
   if (cfg_.verify_each_batch) verify_all();
+}
+
+void index::impl::scatter_on_gpu(prepared& p) {
+  const auto t0 = clock_type::now();
+  route_space& sp = *p.space;
+  tandem::detail::answer_columns& cols = *p.columns;
+  try {
+    device::scatter_timing st;
+    gpu_->scatter(p.routes.positions, sp.answers.data(), sp.found.data(), p.n, cols.values, cols.found, &st);
+    p.bytes.pcie += st.bytes_up + st.bytes_down;
+  } catch (const std::exception&) {
+    note_gpu_failure();
+    p.gpu_scatter = false;
+    arena_.execute([&] {
+      host::scatter_answers(p.routes.positions, sp.answers.data(), sp.found.data(), p.n, cols.values, cols.found);
+    });
+  }
+  p.times.complete += seconds_since(t0);
 }
 
 }  // namespace tandem
