@@ -44,6 +44,11 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   p.result_keys = p.j->ops.take_keys();
   p.bytes.complete = n * (sizeof(std::uint32_t) + 2 * (sizeof(value_type) + 1)) +
                      host::finish_ranges(leaf_ws_, p.routes, p.result_keys.data(), cols);
+  p.times.complete = seconds_since(t0);
+  {
+    std::lock_guard<std::mutex> lock(policy_mutex_);
+    policy_.observe_leaf(n, p.times.order + p.times.read + p.times.leaf + p.times.complete);
+  }
   if (cfg_.verify_each_batch) verify_all();
 }
 
