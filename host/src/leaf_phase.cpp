@@ -175,7 +175,6 @@ void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answer
                       for (std::size_t g = r.begin(); g < r.end(); ++g) {
                         const std::uint32_t b = gb[g], e = gb[g + 1];
                         leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
-                        if (g + 1 < r.end()) store[in.leaf_ids[rt.group_ordinal[g + 1]]].data.prefetch_header();
                         if (in.gets_only || !ws.has_point_write[g]) {
                           // Reads only: runs of gets merge-joined against the
                           // leaf that owns them now.

@@ -189,14 +189,14 @@ void index::impl::run(job* j) {
 void index::impl::prepare(prepared& p) {
   try {
     p.version = layout_snapshot();
-    arena_.execute([&] {
-      validate(p);
-      if (p.j->ops.size() != 0) {
-        const auto t0 = clock_type::now();
-        route(p);
-        p.times.route = seconds_since(t0);
-      }
-    });
+    arena_.execute([&] { validate(p); });
+    if (p.n != 0) {
+      // Not inside the arena: the GPU side waits for the GPU on this thread,
+      // never on a TBB worker; the CPU parts enter the arena themselves.
+      const auto t0 = clock_type::now();
+      route(p);
+      p.times.route = seconds_since(t0);
+    }
   } catch (...) {
     p.failure = std::current_exception();
   }

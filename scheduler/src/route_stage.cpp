@@ -6,7 +6,8 @@
 // boundaries; the CPU workers route the rest on the same version; the two
 // sorted halves are merged, group by group in parallel. A GPU failure
 // re-routes the GPU's share on the CPU. Runs on the look-ahead thread (the
-// GPU side of a split on the GPU thread), in the arena.
+// GPU side of a split on the GPU thread); CPU work enters the arena, the
+// waits for the GPU stay outside it.
 #include "index_impl.hpp"
 
 #include <tandem/error.hpp>
@@ -54,7 +55,7 @@ void index::impl::route(prepared& p) {
   p.bytes.route = route_bytes(n, with_args);
   if (m == 0) {
     const auto t0 = clock_type::now();
-    host::route_sorted(p.version->view(), b.keys(), b.args(), types, n, 0, out, sp.cpu_work);
+    arena_.execute([&] { host::route_sorted(p.version->view(), b.keys(), b.args(), types, n, 0, out, sp.cpu_work); });
     info.cpu_seconds = seconds_since(t0);
     info.cpu_keys = n;
     p.routes = out;
@@ -74,14 +75,16 @@ void index::impl::route(prepared& p) {
   routed_batch_view cpu_part = sp.cpu_side.view(n - m, with_args);
   gpu_side_->start([&] { route_gpu(p, gpu_part, gpu_part, m); });
   const auto t0 = clock_type::now();
-  host::route_sorted(version.view(), b.keys() + m, b.args() + m, types + m, n - m, static_cast<std::uint32_t>(m),
-                     cpu_part, sp.cpu_work);
+  arena_.execute([&] {
+    host::route_sorted(version.view(), b.keys() + m, b.args() + m, types + m, n - m, static_cast<std::uint32_t>(m),
+                       cpu_part, sp.cpu_work);
+  });
   info.cpu_seconds = seconds_since(t0);
   info.cpu_keys = n - m;
   gpu_side_->wait();
   turn.unlock();
   observe_rates(info);
-  merge_routes(gpu_part, cpu_part, out, n);
+  arena_.execute([&] { merge_routes(gpu_part, cpu_part, out, n); });
   p.bytes.route += 2 * route_bytes(n, with_args);  // the merge reads both halves and writes the whole
   p.routes = out;
 }

@@ -52,7 +52,6 @@
 /// 4. A block whose sorted bit is set is sorted; the log is sorted when
 ///    `log_sorted` is set.
 
-#include <tandem/core/macros.hpp>
 #include <tandem/core/types.hpp>
 #include <tandem/error.hpp>
 
@@ -196,79 +195,49 @@ class basic_bpa {
   ///       key stopped, so a lookup touches one or two cache lines of keys;
   ///       unsorted blocks and the log are scanned.
   void get_sorted(const key_type* keys, std::size_t n, value_type* values, std::uint8_t* found) const noexcept {
-    // In windows of keys, three passes, so that the memory reads of one pass
-    // overlap: blocks from the header (cached) and a prefetch of each block's
-    // keys; the bisections and a prefetch of each hit's value; the values.
-    constexpr std::size_t window = 64;
-    std::uint8_t block_of[window];
-    std::uint16_t slot_of[window];
-    constexpr std::uint16_t absent = 0xffff;
     std::size_t b = 0;
-    for (std::size_t w = 0; w < n; w += window) {
-      const std::size_t m = std::min(window, n - w);
-      const key_type* k = keys + w;
-      for (std::size_t i = 0; i < m; ++i) {
-        const std::size_t before = b;
-        if constexpr (num_blocks > 1) {
-          while (b + 1 < block_count_ && header_[b + 1] <= k[i]) ++b;
-        }
-        block_of[i] = static_cast<std::uint8_t>(b);
-        if (i == 0 || b != before) {
-          const char* line = reinterpret_cast<const char*>(block_keys_[b]);
-          for (std::size_t off = 0; off < block_size_[b] * sizeof(key_type); off += 64) TANDEM_PREFETCH(line + off);
-        }
+    std::size_t from = 0;  // in block b: keys before `from` are < the current key
+    for (std::size_t i = 0; i < n; ++i) {
+      const key_type key = keys[i];
+      std::size_t nb = b;
+      while (nb + 1 < block_count_ && header_[nb + 1] <= key) ++nb;
+      if (nb != b) {
+        b = nb;
+        from = 0;
       }
-      std::size_t from = 0;  // in the current block: keys before `from` are < the current key
-      for (std::size_t i = 0; i < m; ++i) {
-        const std::size_t bi = block_of[i];
-        if (i > 0 && bi != block_of[i - 1]) from = 0;
-        const std::size_t size = block_size_[bi];
-        const key_type* bk = block_keys_[bi];
-        std::size_t at = size;
-        if (sorted_mask_ >> bi & 1) {
-          // Branch-free bisection over [from, size) for the first key >= k[i].
-          const key_type* base = bk + from;
-          std::size_t len = size - from;
-          while (len > 1) {
-            const std::size_t half = len / 2;
-            base = base[half - 1] < k[i] ? base + half : base;
-            len -= half;
-          }
-          const std::size_t j = static_cast<std::size_t>(base - bk) + (len == 1 && *base < k[i]);
-          from = j;
-          if (j < size && bk[j] == k[i]) at = j;
-        } else {
-          for (std::size_t j = 0; j < size; ++j) at = bk[j] == k[i] ? j : at;
+      const std::size_t size = block_size_[b];
+      const key_type* bk = block_keys_[b];
+      std::size_t at = size;
+      if (sorted_mask_ >> b & 1) {
+        // Branch-free bisection over [from, size) for the first key >= key.
+        const key_type* base = bk + from;
+        std::size_t len = size - from;
+        while (len > 1) {
+          const std::size_t half = len / 2;
+          base = base[half - 1] < key ? base + half : base;
+          len -= half;
         }
-        slot_of[i] = at == size ? absent : static_cast<std::uint16_t>(at);
-        if (at != size) TANDEM_PREFETCH(&block_values_[bi][at]);
+        const std::size_t j = static_cast<std::size_t>(base - bk) + (len == 1 && *base < key);
+        from = j;
+        if (j < size && bk[j] == key) at = j;
+      } else {
+        for (std::size_t j = 0; j < size; ++j) at = bk[j] == key ? j : at;
       }
-      for (std::size_t i = 0; i < m; ++i) {
-        if (slot_of[i] != absent) {
-          values[w + i] = block_values_[block_of[i]][slot_of[i]];
-          found[w + i] = 1;
-          continue;
-        }
-        values[w + i] = 0;
-        found[w + i] = 0;
-        for (std::size_t j = 0; j < log_size_; ++j) {
-          if (log_keys_[j] == k[i]) {
-            values[w + i] = log_values_[j];
-            found[w + i] = 1;
-            break;
-          }
+      if (at != size) {
+        values[i] = block_values_[b][at];
+        found[i] = 1;
+        continue;
+      }
+      values[i] = 0;
+      found[i] = 0;
+      for (std::size_t j = 0; j < log_size_; ++j) {
+        if (log_keys_[j] == key) {
+          values[i] = log_values_[j];
+          found[i] = 1;
+          break;
         }
       }
     }
-  }
-
-  /// @brief Asks for the cache lines every lookup reads first (header and
-  ///        counts), ahead of a lookup in this BPA.
-  void prefetch_header() const noexcept {
-    const char* h = reinterpret_cast<const char*>(header_);
-    for (std::size_t b = 0; b < sizeof(header_); b += 64) TANDEM_PREFETCH(h + b);
-    TANDEM_PREFETCH(&block_size_[0]);
-    TANDEM_PREFETCH(&size_);
   }
 
   /// @return the smallest entry with key >= `key` in this BPA, or nothing.
