@@ -540,7 +540,12 @@ class basic_bpa {
   [[nodiscard]] slot find_in_blocks(key_type key) const noexcept {
     const std::size_t b = route(key);
     const key_type* keys = block_keys_[b];
-    for (std::size_t i = 0, n = block_size_[b]; i < n; ++i) {
+    const std::size_t n = block_size_[b];
+    if (sorted_mask_ >> b & 1) {  // bisection: one or two cache lines instead of the whole block
+      const std::size_t i = static_cast<std::size_t>(std::lower_bound(keys, keys + n, key) - keys);
+      return {static_cast<int>(b), i < n && keys[i] == key ? static_cast<int>(i) : -1};
+    }
+    for (std::size_t i = 0; i < n; ++i) {
       if (keys[i] == key) return {static_cast<int>(b), static_cast<int>(i)};
     }
     return {static_cast<int>(b), -1};
