@@ -209,15 +209,9 @@ class basic_bpa {
       const key_type* bk = block_keys_[b];
       std::size_t at = size;
       if (sorted_mask_ >> b & 1) {
-        // Branch-free bisection over [from, size) for the first key >= key.
-        const key_type* base = bk + from;
-        std::size_t len = size - from;
-        while (len > 1) {
-          const std::size_t half = len / 2;
-          base = base[half - 1] < key ? base + half : base;
-          len -= half;
-        }
-        const std::size_t j = static_cast<std::size_t>(base - bk) + (len == 1 && *base < key);
+        // Forward from where the previous key stopped: sequential reads.
+        std::size_t j = from;
+        while (j < size && bk[j] < key) ++j;
         from = j;
         if (j < size && bk[j] == key) at = j;
       } else {
