@@ -368,49 +368,62 @@ routed_batch route_cpu(const inner_layout& layout, const key_type* keys, std::si
 
 namespace {
 
-/// One op of a group being sorted.
-struct sort_item {
-  key_type key;
-  std::uint32_t pos;
-  std::uint8_t type;
-  std::uint64_t arg;
-  bool operator<(const sort_item& o) const noexcept { return key < o.key || (key == o.key && pos < o.pos); }
-};
+/// One op of a group being sorted: (key, position) in one 16-byte item, the
+/// key in the high word so one u128 comparison orders both.
+__extension__ typedef unsigned __int128 sort_item;
 
-/// Sorts group [b, e) of `out` by (key, position), unless it already is.
-void sort_group(routed_batch_view& out, std::size_t b, std::size_t e, std::vector<sort_item>& tmp) {
+/// Sorts group [b, e) of `out` by (key, position), unless it already is;
+/// args and types follow their positions.
+void sort_group(routed_batch_view& out, std::size_t b, std::size_t e, std::vector<sort_item>& tmp,
+                std::vector<std::uint64_t>& moved_args, std::vector<std::uint8_t>& moved_types) {
   bool sorted = true;
   for (std::size_t i = b + 1; i < e && sorted; ++i) {
     sorted = out.keys[i - 1] < out.keys[i] || (out.keys[i - 1] == out.keys[i] && out.positions[i - 1] < out.positions[i]);
   }
   if (sorted) return;
-  tmp.resize(e - b);
-  for (std::size_t i = b; i < e; ++i) {
-    tmp[i - b] = {out.keys[i], out.positions[i], out.types ? out.types[i] : std::uint8_t{0}, out.args ? out.args[i] : 0};
+  const std::size_t m = e - b;
+  tmp.resize(m);
+  // The low word carries the position and the op's index inside the group
+  // (to move args and types along): both fit 32 bits.
+  for (std::size_t i = 0; i < m; ++i) {
+    tmp[i] = (sort_item{out.keys[b + i]} << 64) | (std::uint64_t{out.positions[b + i]} << 32) | i;
   }
   std::sort(tmp.begin(), tmp.end());
-  for (std::size_t i = b; i < e; ++i) {
-    const sort_item& t = tmp[i - b];
-    out.keys[i] = t.key;
-    out.positions[i] = t.pos;
-    if (out.types) out.types[i] = t.type;
-    if (out.args) out.args[i] = t.arg;
+  const bool extra = out.args != nullptr;
+  if (extra) {
+    moved_args.assign(out.args + b, out.args + e);
+    moved_types.assign(out.types + b, out.types + e);
+  }
+  for (std::size_t i = 0; i < m; ++i) {
+    const sort_item t = tmp[i];
+    out.keys[b + i] = static_cast<key_type>(t >> 64);
+    out.positions[b + i] = static_cast<std::uint32_t>(static_cast<std::uint64_t>(t) >> 32);
+    if (extra) {
+      const auto from = static_cast<std::uint32_t>(t);
+      out.args[b + i] = moved_args[from];
+      out.types[b + i] = moved_types[from];
+    }
   }
 }
 
 constexpr std::size_t group_grain = 64;
 
 /// Per worker thread, kept: sorting a group allocates nothing once warm.
-thread_local std::vector<sort_item> sort_buffer;
+struct sort_buffers {
+  std::vector<sort_item> items;
+  std::vector<std::uint64_t> args;
+  std::vector<std::uint8_t> types;
+};
+thread_local sort_buffers sort_buffer;
 
 }  // namespace
 
 void sort_groups(routed_batch_view& out) {
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, out.groups, group_grain),
                     [&](const tbb::blocked_range<std::size_t>& r) {
-                      std::vector<sort_item>& t = sort_buffer;
+                      sort_buffers& t = sort_buffer;
                       for (std::size_t g = r.begin(); g < r.end(); ++g) {
-                        sort_group(out, out.group_begin[g], out.group_begin[g + 1], t);
+                        sort_group(out, out.group_begin[g], out.group_begin[g + 1], t.items, t.args, t.types);
                       }
                     });
   out.key_sorted = true;
@@ -427,7 +440,7 @@ void route_sorted(const inner_layout_view& v, const key_type* keys, const std::u
   if (groups == 0) out.group_begin[0] = 0;
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, groups, group_grain),
                     [&](const tbb::blocked_range<std::size_t>& r) {
-                      std::vector<sort_item>& t = sort_buffer;
+                      sort_buffers& t = sort_buffer;
                       for (std::size_t g = r.begin(); g < r.end(); ++g) {
                         const std::size_t b = work.group_begin[g], e = work.group_begin[g + 1];
                         for (std::size_t i = b; i < e; ++i) {
@@ -437,7 +450,7 @@ void route_sorted(const inner_layout_view& v, const key_type* keys, const std::u
                           if (out.args) out.args[i] = args[p];
                           if (out.types) out.types[i] = types[p];
                         }
-                        sort_group(out, b, e, t);
+                        sort_group(out, b, e, t.items, t.args, t.types);
                       }
                     });
   out.key_sorted = true;
