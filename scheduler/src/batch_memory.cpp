@@ -56,8 +56,6 @@ std::shared_ptr<tandem::detail::answer_columns> answer_pool::take(std::size_t n)
     if (!free_.empty()) {
       s = std::move(free_.back());
       free_.pop_back();
-    } else {
-      ++slots_;
     }
   }
   if (!s) s = std::make_unique<slot>(kind_);
@@ -84,11 +82,6 @@ void answer_pool::give_back(slot* s) noexcept {
     free_.push_back(std::move(owned));
   } catch (...) {  // no room to keep it: free it
   }
-}
-
-std::size_t answer_pool::slots() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return slots_;
 }
 
 }  // namespace tandem::scheduler

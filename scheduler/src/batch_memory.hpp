@@ -70,17 +70,14 @@ class answer_pool : public std::enable_shared_from_this<answer_pool> {
 
   /// @return columns with room for n answers (contents unspecified).
   std::shared_ptr<tandem::detail::answer_columns> take(std::size_t n);
-  /// @return slots allocated so far (a steady state stops growing it).
-  [[nodiscard]] std::size_t slots() const;
 
  private:
   struct slot;
   void give_back(slot* s) noexcept;
 
   memory_kind kind_;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::vector<std::unique_ptr<slot>> free_;
-  std::size_t slots_ = 0;
 };
 
 }  // namespace tandem::scheduler

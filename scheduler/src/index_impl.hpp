@@ -167,7 +167,6 @@ class index::impl {
   bool inject_gpu_fault(device::stage s, int count);
   tandem::stats snapshot() const;
   void verify_all();
-  std::size_t answer_slots() const { return answers_->slots(); }
 
  private:
   // dispatcher.cpp

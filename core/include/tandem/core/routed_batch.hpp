@@ -3,7 +3,7 @@
 /// `routed_batch_view`: a batch routed to leaves and grouped by leaf, in host
 /// memory. It is what routing gives the leaf phase (DESIGN, "One batch",
 /// step 2), whoever routes: the GPU (`device::gpu_router::route`) and the CPU
-/// (`host::route_cpu`) fill the same arrays, so the leaf phase reads one
+/// (`host::route_sorted`) fill the same arrays, so the leaf phase reads one
 /// shape. The caller owns the arrays (from the index's pools); the router
 /// fills them.
 ///

@@ -69,7 +69,7 @@ class device_array {
 };
 
 /// Page-locked host array that only grows (staging: always really pinned,
-/// unlike device::pinned_array, which falls back to ordinary memory).
+/// unlike device::allocate_pinned, which falls back to ordinary memory).
 template <class T>
 class pinned_buffer {
  public:
