@@ -75,10 +75,18 @@ void index::impl::route(prepared& p) {
   routed_batch_view cpu_part = sp.cpu_side.view(n - m, with_args);
   gpu_side_->start([&] { route_gpu(p, gpu_part, gpu_part, m); });
   const auto t0 = clock_type::now();
-  arena_.execute([&] {
-    host::route_sorted(version.view(), b.keys() + m, b.args() + m, types + m, n - m, static_cast<std::uint32_t>(m),
-                       cpu_part, sp.cpu_work);
-  });
+  try {
+    arena_.execute([&] {
+      host::route_sorted(version.view(), b.keys() + m, b.args() + m, types + m, n - m, static_cast<std::uint32_t>(m),
+                         cpu_part, sp.cpu_work);
+    });
+  } catch (...) {
+    try {
+      gpu_side_->wait();  // it uses this frame: let it finish first
+    } catch (...) {
+    }
+    throw;
+  }
   info.cpu_seconds = seconds_since(t0);
   info.cpu_keys = n - m;
   gpu_side_->wait();
