@@ -51,7 +51,7 @@ struct run_buffers {
 
 struct leaf_phase_workspace::buffers {
   std::vector<std::uint32_t> n_range, n_write;  // per group, then prefix sums
-  std::vector<char> has_point_write, has_ordered_read;
+  std::vector<char> has_ordered_read;
   std::vector<range_op> ranges;
   ::tandem::host::detail::scratch<key_type> w_key;
   ::tandem::host::detail::scratch<std::uint32_t> w_pos;
@@ -89,7 +89,6 @@ void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answer
     report.bytes += in.n * (sizeof(std::uint64_t) + 1);
     ws.n_range.assign(g_count + 1, 0);
     ws.n_write.assign(g_count + 1, 0);
-    ws.has_point_write.assign(g_count, 0);
     ws.has_ordered_read.assign(g_count, 0);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, g_count, group_grain),
                       [&](const tbb::blocked_range<std::size_t>& r) {
@@ -109,7 +108,6 @@ void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answer
                           }
                           ws.n_range[g] = nr;
                           ws.n_write[g] = nw;
-                          ws.has_point_write[g] = nw != 0;
                           ws.has_ordered_read[g] = ordered;
                         }
                       });
@@ -175,7 +173,7 @@ void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answer
                       for (std::size_t g = r.begin(); g < r.end(); ++g) {
                         const std::uint32_t b = gb[g], e = gb[g + 1];
                         leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
-                        if (in.gets_only || !ws.has_point_write[g]) {
+                        if (in.gets_only || ws.n_write[g] == ws.n_write[g + 1]) {  // no writes in the group
                           // Reads only: runs of gets merge-joined against the
                           // leaf that owns them now.
                           for (std::uint32_t i = b; i < e;) {

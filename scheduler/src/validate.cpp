@@ -72,10 +72,9 @@ void index::impl::validate(prepared& p) {
   std::sort(p.errors.begin(), p.errors.end());
   p.gets_only = p.info.ops_by_type[static_cast<std::size_t>(op_type::get)] == n;
   p.times.validate = seconds_since(t0);
-  p.bytes.validate = n * (sizeof(op_type) + sizeof(op_status)) +
-                     (n - p.info.ops_by_type[0] - p.info.ops_by_type[1] - p.info.ops_by_type[2] -
-                      p.info.ops_by_type[3] - p.info.ops_by_type[4]) *
-                         (sizeof(key_type) + sizeof(std::uint64_t));
+  const std::uint64_t ranges = p.info.ops_by_type[static_cast<std::size_t>(op_type::scan)] +
+                               p.info.ops_by_type[static_cast<std::size_t>(op_type::count)];
+  p.bytes.validate = n * (sizeof(op_type) + sizeof(op_status)) + ranges * (sizeof(key_type) + sizeof(std::uint64_t));
 }
 
 }  // namespace tandem
