@@ -37,6 +37,8 @@ op_kind to_kind(op_type t) noexcept {
 
 /// Groups per task: enough work to amortise scheduling, few enough to balance.
 constexpr std::size_t group_grain = 16;
+/// A task starts loading a group's leaf header this many groups ahead.
+constexpr std::size_t prefetch_distance = 4;
 
 /// Per worker: the point ops of one group, as a run for leaf_store::apply.
 struct run_buffers {
@@ -170,7 +172,12 @@ void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answer
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, g_count, group_grain),
                     [&](const tbb::blocked_range<std::size_t>& r) {
                       run_buffers& rb = ws.runs.local();
+                      auto prefetch_leaf = [&](std::size_t g) {
+                        if (g < r.end()) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch();
+                      };
+                      for (std::size_t g = r.begin(); g < r.begin() + prefetch_distance; ++g) prefetch_leaf(g);
                       for (std::size_t g = r.begin(); g < r.end(); ++g) {
+                        prefetch_leaf(g + prefetch_distance);
                         const std::uint32_t b = gb[g], e = gb[g + 1];
                         leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
                         if (in.gets_only || ws.n_write[g] == ws.n_write[g + 1]) {  // no writes in the group

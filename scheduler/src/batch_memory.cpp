@@ -2,35 +2,22 @@
 #include "batch_memory.hpp"
 
 #include <tandem/device/pinned.hpp>
+#include <tandem/host/detail/huge_pages.hpp>
 
-#include <sys/mman.h>
-
-#include <cstdlib>
 #include <new>
 
 namespace tandem::scheduler {
-namespace {
-constexpr std::size_t huge_page = std::size_t{2} << 20;
-}  // namespace
 
 void* allocate_host(std::size_t bytes, memory_kind kind) {
   if (kind == memory_kind::pinned) return device::allocate_pinned(bytes);
-  if (bytes < huge_page) {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    return p;
-  }
-  void* p = std::aligned_alloc(huge_page, (bytes + huge_page - 1) / huge_page * huge_page);
-  if (!p) throw std::bad_alloc();
-  (void)madvise(p, bytes, MADV_HUGEPAGE);  // a hint; without THP it is ordinary memory
-  return p;
+  return host::detail::allocate_huge(bytes);
 }
 
 void free_host(void* p, memory_kind kind) noexcept {
   if (kind == memory_kind::pinned) {
     device::free_pinned(p);
   } else {
-    std::free(p);
+    host::detail::free_huge(p);
   }
 }
 

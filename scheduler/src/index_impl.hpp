@@ -94,7 +94,7 @@ struct routed_arrays {
 struct route_space {
   routed_arrays final_route;     // what the leaf phase reads
   routed_arrays gpu_side, cpu_side;  // the two shares of a split route, before the merge
-  host::routed_batch cpu_work;   // grouping work arrays of CPU routing
+  host::route_workspace cpu_work;  // work arrays of CPU routing
   scheduler::host_array<value_type> answers;     // leaf-phase answers in routed order
   scheduler::host_array<std::uint8_t> found;
   void set_kind(scheduler::memory_kind k) {

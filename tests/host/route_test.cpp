@@ -1,6 +1,7 @@
-// route_cpu: batches of keys routed over random layouts, under several TBB
-// arena sizes, key patterns and both grouping methods, checked op by op
-// against std::upper_bound over the leaf table.
+// route_sorted: batches of keys routed over random layouts, under several
+// TBB arena sizes and key patterns, checked against a reference: the
+// (key, position) pairs sorted, each grouped under std::upper_bound over the
+// leaf table.
 #include <tandem/core/inner_layout.hpp>
 #include <tandem/host/route.hpp>
 
@@ -17,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -28,40 +30,56 @@ using test::random_table;
 using test::reference;
 using test::table;
 
-/// Checks every invariant of routed_batch and every op against the reference.
-void expect_routed(const routed_batch& r, const std::vector<key_type>& keys, const table& t) {
+/// A routed_batch_view over owned columns.
+struct route_columns {
+  explicit route_columns(std::size_t n, bool extra)
+      : positions(n), keys(n), args(extra ? n : 0), types(extra ? n : 0), group_begin(n + 1), group_ordinal(n) {
+    view.positions = positions.data();
+    view.keys = keys.data();
+    view.args = extra ? args.data() : nullptr;
+    view.types = extra ? types.data() : nullptr;
+    view.group_begin = group_begin.data();
+    view.group_ordinal = group_ordinal.data();
+  }
+  std::vector<std::uint32_t> positions;
+  std::vector<key_type> keys;
+  std::vector<std::uint64_t> args;
+  std::vector<std::uint8_t> types;
+  std::vector<std::uint32_t> group_begin, group_ordinal;
+  routed_batch_view view;
+};
+
+/// Checks `r` against the reference route of `keys` (positions offset by
+/// `first`): sorted by (key, position), grouped by leaf, args and types along.
+void expect_routed(const routed_batch_view& r, const std::vector<key_type>& keys, std::uint32_t first,
+                   const std::vector<std::uint64_t>& args, const std::vector<std::uint8_t>& types, const table& t) {
   const std::size_t n = keys.size();
-  ASSERT_EQ(r.size(), n);
-  ASSERT_EQ(r.ordinals.size(), n);
-  const std::size_t groups = r.group_count();
-  ASSERT_EQ(r.group_begin.size(), groups + 1);
-  ASSERT_EQ(r.group_leaf.size(), groups);
-  ASSERT_EQ(r.group_begin.front(), 0u);
-  ASSERT_EQ(r.group_begin.back(), n);
-  std::vector<char> seen(n, 0);
-  for (std::size_t g = 0; g < groups; ++g) {
-    const std::uint32_t o = r.group_ordinal[g];
-    ASSERT_LT(o, t.ids.size());
-    ASSERT_LT(r.group_begin[g], r.group_begin[g + 1]) << "empty group " << g;
-    if (g > 0) {
-      ASSERT_GT(o, r.group_ordinal[g - 1]) << "groups out of ordinal order at " << g;
+  ASSERT_TRUE(r.key_sorted);
+  std::vector<std::pair<key_type, std::uint32_t>> want(n);
+  for (std::size_t i = 0; i < n; ++i) want[i] = {keys[i], static_cast<std::uint32_t>(i)};
+  std::sort(want.begin(), want.end());
+  std::size_t g = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto [key, p] = want[i];
+    ASSERT_EQ(r.keys[i], key) << "slot " << i;
+    ASSERT_EQ(r.positions[i], p + first) << "slot " << i;
+    if (r.args) {
+      ASSERT_EQ(r.args[i], args[p]) << "slot " << i;
+      ASSERT_EQ(r.types[i], types[p]) << "slot " << i;
     }
-    ASSERT_EQ(r.group_leaf[g], t.ids[o]) << "group " << g;
-    for (std::uint32_t i = r.group_begin[g]; i < r.group_begin[g + 1]; ++i) {
-      const std::uint32_t p = r.positions[i];
-      ASSERT_LT(p, n);
-      ASSERT_EQ(seen[p], 0) << "position " << p << " twice";
-      seen[p] = 1;
-      if (i > r.group_begin[g]) {
-        ASSERT_GT(p, r.positions[i - 1]) << "positions not increasing in group " << g;
-      }
-      ASSERT_EQ(o, reference(t, keys[p])) << "op " << p << " key " << keys[p];
-      ASSERT_EQ(r.ordinals[p], o) << "op " << p;
+    const std::uint32_t o = reference(t, key);
+    if (i == 0 || o != reference(t, want[i - 1].first)) {
+      ASSERT_LT(g, r.groups) << "slot " << i;
+      ASSERT_EQ(r.group_begin[g], i) << "group " << g;
+      ASSERT_EQ(r.group_ordinal[g], o) << "group " << g;
+      ++g;
     }
   }
+  ASSERT_EQ(r.groups, g);
+  ASSERT_EQ(r.group_begin[g], n);
 }
 
-enum class pattern { uniform, clustered, all_equal, edges };
+enum class pattern { uniform, clustered, all_equal, edges, small_integers };
 
 const char* name(pattern p) {
   switch (p) {
@@ -69,6 +87,7 @@ const char* name(pattern p) {
     case pattern::clustered: return "clustered";
     case pattern::all_equal: return "all_equal";
     case pattern::edges: return "edges";
+    case pattern::small_integers: return "small_integers";
   }
   return "?";
 }
@@ -81,6 +100,11 @@ std::vector<key_type> make_keys(pattern p, std::size_t n, std::uint64_t seed) {
     std::fill(keys.begin(), keys.end(), k);
     return keys;
   }
+  if (p == pattern::small_integers) {  // every key shares its 40 high bits
+    std::mt19937_64 rng(seed);
+    for (key_type& k : keys) k = rng() % (n + 10);
+    return keys;
+  }
   const test::key_pattern kp = p == pattern::uniform     ? test::key_pattern::uniform
                                : p == pattern::clustered ? test::key_pattern::clustered
                                                          : test::key_pattern::edges;
@@ -91,9 +115,9 @@ std::vector<key_type> make_keys(pattern p, std::size_t n, std::uint64_t seed) {
 
 using route_param = std::tuple<std::size_t, pattern, int>;  // batch size, key pattern, arena threads
 
-class RouteCpuTest : public ::testing::TestWithParam<route_param> {};
+class RouteSortedTest : public ::testing::TestWithParam<route_param> {};
 
-TEST_P(RouteCpuTest, GroupsEveryOpUnderItsLeaf) {
+TEST_P(RouteSortedTest, SortsAndGroupsEveryOpUnderItsLeaf) {
   const std::size_t n = std::get<0>(GetParam());
   const pattern pat = std::get<1>(GetParam());
   const int threads = std::get<2>(GetParam());
@@ -103,17 +127,8 @@ TEST_P(RouteCpuTest, GroupsEveryOpUnderItsLeaf) {
     bool with_max;
   };
   const shape shapes[] = {{1, 16, false}, {7, 64, true}, {1000, 32, false}, {60'000, 16, true}};
-  struct method {
-    descent_method descent;
-    grouping_method grouping;
-  };
-  const method methods[] = {{descent_method::grouped, grouping_method::automatic},
-                            {descent_method::grouped, grouping_method::counting_sort},
-                            {descent_method::grouped, grouping_method::pair_sort},
-                            {descent_method::grouped_no_prefetch, grouping_method::counting_sort},
-                            {descent_method::plain, grouping_method::automatic}};
   tbb::task_arena arena(threads);
-  routed_batch reused;  // one output object across calls: capacity is reused
+  route_workspace reused;  // one workspace across calls: capacity is reused
   std::uint64_t seed = 100 * n + 10 * static_cast<std::uint64_t>(pat) + static_cast<std::uint64_t>(threads);
   for (const shape& s : shapes) {
     ++seed;
@@ -122,34 +137,36 @@ TEST_P(RouteCpuTest, GroupsEveryOpUnderItsLeaf) {
     const table t = random_table(s.leaves, seed, s.with_max);
     const inner_layout layout = inner_layout::build(t.low_keys.data(), t.ids.data(), s.leaves, s.fanout);
     const std::vector<key_type> keys = make_keys(pat, n, seed);
-    for (const method& m : methods) {
-      SCOPED_TRACE("descent " + std::to_string(static_cast<int>(m.descent)) + ", grouping " +
-                   std::to_string(static_cast<int>(m.grouping)));
-      arena.execute([&] {
-        route_cpu(layout.view(), keys.data(), n, reused, route_options{m.descent, m.grouping});
-      });
-      ASSERT_NO_FATAL_FAILURE(expect_routed(reused, keys, t));
+    std::vector<std::uint64_t> args(n);
+    std::vector<std::uint8_t> types(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      args[i] = keys[i] ^ (i * 0x9E3779B97F4A7C15ull);
+      types[i] = static_cast<std::uint8_t>(i % 7);
     }
-    routed_batch fresh;
-    arena.execute([&] { fresh = route_cpu(layout, keys.data(), n); });
-    ASSERT_NO_FATAL_FAILURE(expect_routed(fresh, keys, t));
-    EXPECT_EQ(fresh.positions, reused.positions);
-    EXPECT_EQ(fresh.group_begin, reused.group_begin);
+    for (const bool extra : {false, true}) {
+      const std::uint32_t first = extra ? 12345u : 0u;
+      route_columns out(n, extra);
+      arena.execute([&] {
+        route_sorted(layout.view(), keys.data(), args.data(), types.data(), n, first, out.view, reused);
+      });
+      ASSERT_NO_FATAL_FAILURE(expect_routed(out.view, keys, first, args, types, t));
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Batches, RouteCpuTest,
+    Batches, RouteSortedTest,
     ::testing::Combine(::testing::Values(std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000},
                                          std::size_t{200'000}),
-                       ::testing::Values(pattern::uniform, pattern::clustered, pattern::all_equal, pattern::edges),
+                       ::testing::Values(pattern::uniform, pattern::clustered, pattern::all_equal, pattern::edges,
+                                         pattern::small_integers),
                        ::testing::Values(1, 2, 4)),
     [](const ::testing::TestParamInfo<route_param>& p) {
       return "n" + std::to_string(std::get<0>(p.param)) + "_" + name(std::get<1>(p.param)) + "_t" +
              std::to_string(std::get<2>(p.param));
     });
 
-TEST(RouteCpu, RouteOneAndDescendBatchMatchTheReference) {
+TEST(RouteSorted, DescentSpansMatchTheReference) {
   for (const int fanout : {16, 32, 64}) {
     const std::uint64_t seed = static_cast<std::uint64_t>(fanout);
     SCOPED_TRACE("seed " + std::to_string(seed) + " fanout " + std::to_string(fanout));
@@ -161,94 +178,37 @@ TEST(RouteCpu, RouteOneAndDescendBatchMatchTheReference) {
       if (s > 0) keys.push_back(s - 1);
       if (s < max_key) keys.push_back(s + 1);
     }
-    for (const key_type k : keys) ASSERT_EQ(route_one(layout.view(), k), reference(t, k)) << "key " << k;
-    for (const descent_method m :
-         {descent_method::grouped, descent_method::grouped_no_prefetch, descent_method::plain}) {
-      std::vector<std::uint32_t> ordinals(keys.size(), UINT32_MAX);
-      descend_batch(layout.view(), keys.data(), keys.size(), ordinals.data(), m);
-      for (std::size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(ordinals[i], reference(t, keys[i])) << "key " << keys[i];
+    for (const key_type k : keys) {
+      const std::uint32_t o = reference(t, k);
+      ASSERT_EQ(descend(layout.view(), k), o) << "key " << k;
+      const leaf_span span = fanout == 16   ? descend_span<16>(layout.view(), k)
+                             : fanout == 32 ? descend_span<32>(layout.view(), k)
+                                            : descend_span<64>(layout.view(), k);
+      ASSERT_EQ(span.ordinal, o) << "key " << k;
+      ASSERT_EQ(span.bounded, o + 1 < t.low_keys.size()) << "key " << k;
+      if (span.bounded) {
+        ASSERT_EQ(span.next_low, t.low_keys[o + 1]) << "key " << k;
+      }
     }
   }
 }
 
-TEST(RouteCpu, GroupByLeafFromOrdinals) {
-  const table t = random_table(50, 3, false);
-  const inner_layout layout = inner_layout::build(t.low_keys.data(), t.ids.data(), 50, 16);
-  for (const grouping_method g :
-       {grouping_method::automatic, grouping_method::counting_sort, grouping_method::pair_sort}) {
-    routed_batch r;
-    r.ordinals = {49, 0, 7, 7, 0, 49, 3};
-    group_by_leaf(layout.view(), r, g);
-    EXPECT_EQ(r.positions, (std::vector<std::uint32_t>{1, 4, 6, 2, 3, 0, 5}));
-    EXPECT_EQ(r.group_begin, (std::vector<std::uint32_t>{0, 2, 3, 5, 7}));
-    EXPECT_EQ(r.group_ordinal, (std::vector<std::uint32_t>{0, 3, 7, 49}));
-    EXPECT_EQ(r.group_leaf, (std::vector<leaf_id>{t.ids[0], t.ids[3], t.ids[7], t.ids[49]}));
-  }
-}
-
-TEST(RouteCpu, GroupByLeafOverMillionsOfLeaves) {
-  // Grouping reads only the leaf count and ids of the view: a synthetic view
-  // reaches the two-pass counting sort with a wide ordinal range, with dense
-  // and sparse buckets.
-  const std::uint32_t leaves = 3'000'017;
-  std::vector<leaf_id> ids(leaves);
-  for (std::uint32_t o = 0; o < leaves; ++o) ids[o] = leaves - o;
-  inner_layout_view v;
-  v.leaf_ids = ids.data();
-  v.leaf_count = leaves;
-  v.height = 1;
-  v.fanout = 16;
-  for (const std::size_t n : {std::size_t{3000}, std::size_t{1'000'000}}) {
-    for (const int threads : {1, 4}) {
-      const std::uint64_t seed = n + static_cast<std::uint64_t>(threads);
-      SCOPED_TRACE("seed " + std::to_string(seed) + " n " + std::to_string(n) + " threads " + std::to_string(threads));
-      std::mt19937_64 rng(seed);
-      routed_batch r;
-      r.ordinals.resize(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        // Half the ops in a narrow band (dense buckets), the rest anywhere,
-        // and the first and last ordinals.
-        r.ordinals[i] = i == 0       ? 0u
-                        : i == n - 1 ? leaves - 1
-                        : i % 2 == 0 ? static_cast<std::uint32_t>(1'500'000 + rng() % 5000)
-                                     : static_cast<std::uint32_t>(rng() % leaves);
-      }
-      std::vector<std::uint64_t> want(n);
-      for (std::size_t i = 0; i < n; ++i) want[i] = (std::uint64_t{r.ordinals[i]} << 32) | i;
-      std::sort(want.begin(), want.end());
-      tbb::task_arena arena(threads);
-      arena.execute([&] { group_by_leaf(v, r, grouping_method::counting_sort); });
-      ASSERT_EQ(r.positions.size(), n);
-      std::size_t g = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        ASSERT_EQ(r.positions[i], static_cast<std::uint32_t>(want[i])) << "slot " << i;
-        const auto o = static_cast<std::uint32_t>(want[i] >> 32);
-        if (i == 0 || o != static_cast<std::uint32_t>(want[i - 1] >> 32)) {
-          ASSERT_LT(g, r.group_count());
-          ASSERT_EQ(r.group_begin[g], i);
-          ASSERT_EQ(r.group_ordinal[g], o);
-          ASSERT_EQ(r.group_leaf[g], ids[o]);
-          ++g;
-        }
-      }
-      ASSERT_EQ(g, r.group_count());
-      ASSERT_EQ(r.group_begin.back(), n);
-    }
-  }
-}
-
-TEST(RouteCpu, EmptyLayoutAndOversizedBatches) {
+TEST(RouteSorted, EmptyLayoutAndOversizedBatches) {
   const inner_layout empty;
-  routed_batch r;
-  EXPECT_NO_THROW(route_cpu(empty.view(), nullptr, 0, r));
-  EXPECT_EQ(r.size(), 0u);
-  EXPECT_EQ(r.group_begin, (std::vector<std::uint32_t>{0}));
+  route_workspace ws;
+  route_columns out(1, false);
+  EXPECT_NO_THROW(route_sorted(empty.view(), nullptr, nullptr, nullptr, 0, 0, out.view, ws));
+  EXPECT_EQ(out.view.groups, 0u);
+  EXPECT_EQ(out.group_begin[0], 0u);
   const key_type k = 5;
-  EXPECT_THROW(route_cpu(empty.view(), &k, 1, r), std::invalid_argument);
+  EXPECT_THROW(route_sorted(empty.view(), &k, nullptr, nullptr, 1, 0, out.view, ws), std::invalid_argument);
   const table t = random_table(10, 1, false);
   const inner_layout layout = inner_layout::build(t.low_keys.data(), t.ids.data(), 10, 16);
-  // Positions are u32: a batch of 2^32 ops is refused before any key is read.
-  EXPECT_THROW(route_cpu(layout.view(), nullptr, std::size_t{1} << 32, r), std::length_error);
+  // Positions are u32: a batch that reaches 2^32 is refused before any key is read.
+  EXPECT_THROW(route_sorted(layout.view(), nullptr, nullptr, nullptr, std::size_t{1} << 32, 0, out.view, ws),
+               std::length_error);
+  EXPECT_THROW(route_sorted(layout.view(), nullptr, nullptr, nullptr, 10, UINT32_MAX - 5, out.view, ws),
+               std::length_error);
 }
 
 }  // namespace

@@ -184,14 +184,42 @@ TANDEM_HD inline std::uint32_t node_search(const inner_layout_view& v, std::uint
   }
 }
 
+/// The leaf that owns a key, and how far it reaches: every key k with
+/// key <= k < next_low (any k >= key when !bounded) has the same leaf.
+struct leaf_span {
+  std::uint32_t ordinal;
+  bool bounded;       ///< false for the last leaf
+  key_type next_low;  ///< low_keys[ordinal + 1] when bounded
+};
+
+/// @brief Descends from the root to the leaf that owns `key`, keeping the
+///        smallest separator above `key` met on the way: the next leaf's
+///        low key (a walk over sorted keys descends once per leaf).
+template <int F>
+TANDEM_HD inline leaf_span descend_span(const inner_layout_view& v, key_type key) {
+  std::uint32_t x = 0;
+  leaf_span s{0, false, max_key};
+  for (int level = 0; level < v.height; ++level) {
+    const key_type* keys = v.key_region + static_cast<std::size_t>(x) * F;
+    const std::uint32_t first = v.child_prefix[x];
+    const std::uint32_t valid = v.child_prefix[x + 1] - first - 1;
+    const std::uint32_t rank = node_rank<F>(keys, valid, key);
+    if (rank < valid) {  // deeper separators are tighter
+      s.bounded = true;
+      s.next_low = keys[rank];
+    }
+    x = first + rank;
+  }
+  s.ordinal = x - v.node_count;
+  return s;
+}
+
 /// @brief Descends from the root to the leaf that owns `key`.
 /// @return the leaf ordinal o with low_keys[o] <= key < low_keys[o+1]
 ///         (= std::upper_bound(low_keys, key) - 1).
 template <int F>
 TANDEM_HD inline std::uint32_t descend(const inner_layout_view& v, key_type key) {
-  std::uint32_t x = 0;
-  for (int level = 0; level < v.height; ++level) x = node_search<F>(v, x, key);
-  return x - v.node_count;
+  return descend_span<F>(v, key).ordinal;
 }
 
 /// @brief Runtime-fanout form of descend. The view must come from a built

@@ -31,15 +31,15 @@
 /// Storage, as a pseudo-struct (L = LogSize, B = NumBlocks, S = BlockSize):
 ///
 ///     struct bpa {
-///       key_type   log_keys[L];        // [0, log_size): unsorted unless log_sorted
-///       value_type log_values[L];
 ///       key_type   header[B];          // [0, block_count): lower bounds, strictly
 ///                                      // increasing; [block_count, B): max_key
-///       key_type   block_keys[B][S];   // block b: [0, block_size[b]) used
-///       value_type block_values[B][S];
 ///       uint16_t   block_size[B];
 ///       uint64_t   sorted_mask;        // bit b: block b is sorted by key
-///       uint16_t   log_size, block_count;  uint32_t size;
+///       uint32_t size;  uint16_t log_size, block_count;
+///       key_type   log_keys[L];        // [0, log_size): unsorted unless log_sorted
+///       value_type log_values[L];
+///       key_type   block_keys[B][S];   // block b: [0, block_size[b]) used
+///       value_type block_values[B][S];
 ///     };
 ///
 /// Invariants (checked by `verify()`):
@@ -52,6 +52,7 @@
 /// 4. A block whose sorted bit is set is sorted; the log is sorted when
 ///    `log_sorted` is set.
 
+#include <tandem/core/macros.hpp>
 #include <tandem/core/types.hpp>
 #include <tandem/error.hpp>
 
@@ -176,62 +177,40 @@ class basic_bpa {
     const slot s = find(key);
     if (!s.found()) return false;
     if (erased) *erased = *value_at(s);
-    if (s.block < 0) {
-      const std::size_t last = --log_size_;
-      log_keys_[s.index] = log_keys_[last];
-      log_values_[s.index] = log_values_[last];
-      if (static_cast<std::size_t>(s.index) != last) log_sorted_ = false;
-    } else {
-      remove_from_block(static_cast<std::size_t>(s.block), static_cast<std::size_t>(s.index));
-    }
-    --size_;
+    erase_at(s);
     return true;
   }
 
   /// @brief Looks up `n` keys given in ascending order (repeats allowed): a
-  ///        merge-join against the header and the blocks. For each key,
-  ///        values[i] = its value and found[i] = 1, or 0 and 0 when absent.
-  /// @note Sorted blocks are searched by bisection from where the previous
-  ///       key stopped, so a lookup touches one or two cache lines of keys;
-  ///       unsorted blocks and the log are scanned.
+  ///        merge-join against the header. For each key, values[i] = its
+  ///        value and found[i] = 1, or 0 and 0 when absent.
+  /// @note Keys go in chunks: first every key's likely slot is guessed from
+  ///       the header bounds of its block and its key and value lines are
+  ///       prefetched, so the chunk's cache misses overlap; then each key is
+  ///       searched from its guess (sorted blocks) or by a scan (unsorted
+  ///       blocks), and the log is scanned for keys not found in a block.
   void get_sorted(const key_type* keys, std::size_t n, value_type* values, std::uint8_t* found) const noexcept {
     std::size_t b = 0;
-    std::size_t from = 0;  // in block b: keys before `from` are < the current key
-    for (std::size_t i = 0; i < n; ++i) {
-      const key_type key = keys[i];
-      std::size_t nb = b;
-      while (nb + 1 < block_count_ && header_[nb + 1] <= key) ++nb;
-      if (nb != b) {
-        b = nb;
-        from = 0;
-      }
-      const std::size_t size = block_size_[b];
-      const key_type* bk = block_keys_[b];
-      std::size_t at = size;
-      if (sorted_mask_ >> b & 1) {
-        // Forward from where the previous key stopped: sequential reads.
-        std::size_t j = from;
-        while (j < size && bk[j] < key) ++j;
-        from = j;
-        if (j < size && bk[j] == key) at = j;
-      } else {
-        for (std::size_t j = 0; j < size; ++j) at = bk[j] == key ? j : at;
-      }
-      if (at != size) {
-        values[i] = block_values_[b][at];
-        found[i] = 1;
-        continue;
-      }
-      values[i] = 0;
-      found[i] = 0;
-      for (std::size_t j = 0; j < log_size_; ++j) {
-        if (log_keys_[j] == key) {
-          values[i] = log_values_[j];
-          found[i] = 1;
-          break;
-        }
+    slot guesses[lookup_chunk];
+    for (std::size_t c = 0; c < n; c += lookup_chunk) {
+      const std::size_t m = std::min(n - c, lookup_chunk);
+      b = guess_chunk(keys + c, 1, m, b, guesses);
+      for (std::size_t i = 0; i < m; ++i) {
+        const key_type key = keys[c + i];
+        const slot s = find_from_guess(guesses[i], key);
+        const slot t = s.found() ? s : find_in_log(key);
+        values[c + i] = t.found() ? *value_at(t) : 0;
+        found[c + i] = t.found();
       }
     }
+  }
+
+  /// @brief Prefetches the BPA's first cache lines: the header and the counts
+  ///        every lookup reads first.
+  void prefetch_header() const noexcept {
+    const char* p = reinterpret_cast<const char*>(this);
+    const char* end = reinterpret_cast<const char*>(log_keys_);
+    for (; p < end; p += 64) TANDEM_PREFETCH(p);
   }
 
   /// @return the smallest entry with key >= `key` in this BPA, or nothing.
@@ -531,25 +510,98 @@ class basic_bpa {
     return std::min<std::size_t>(c, block_count_ - 1u);
   }
 
-  [[nodiscard]] slot find_in_blocks(key_type key) const noexcept {
-    const std::size_t b = route(key);
-    const key_type* keys = block_keys_[b];
-    const std::size_t n = block_size_[b];
-    if (sorted_mask_ >> b & 1) {  // bisection: one or two cache lines instead of the whole block
-      const std::size_t i = static_cast<std::size_t>(std::lower_bound(keys, keys + n, key) - keys);
-      return {static_cast<int>(b), i < n && keys[i] == key ? static_cast<int>(i) : -1};
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      if (keys[i] == key) return {static_cast<int>(b), static_cast<int>(i)};
-    }
-    return {static_cast<int>(b), -1};
+  /// Keys per chunk of a sorted lookup or run: this many lookups' cache
+  /// misses are in flight together.
+  static constexpr std::size_t lookup_chunk = 32;
+
+  /// Block of `key` for keys visited in ascending order: `b` is the block of
+  /// the previous key.
+  [[nodiscard]] std::size_t advance(std::size_t b, key_type key) const noexcept {
+    while (b + 1 < num_blocks && b + 1 < block_count_ && header_[b + 1] <= key) ++b;
+    return b;
   }
 
-  [[nodiscard]] slot find(key_type key) const noexcept {
+  /// Likely index of `key` in sorted block `b`, by interpolation between the
+  /// block's header bound and the next one (for the last block, the mean
+  /// width of the others).
+  [[nodiscard]] std::size_t guess(std::size_t b, key_type key) const noexcept {
+    const std::size_t n = block_size_[b];
+    if (n <= 1) return 0;
+    const key_type lo = header_[b];
+    key_type width;
+    if (b + 1 < num_blocks && b + 1 < block_count_) {
+      width = header_[b + 1] - lo;
+    } else if (b > 0) {
+      width = (lo - header_[0]) / b;
+    } else {
+      return n / 2;
+    }
+    if (key <= lo) return 0;
+    const key_type offset = key - lo;
+    if (offset >= width) return n - 1;
+    const double f = static_cast<double>(offset) / static_cast<double>(width);  // in [0, 1)
+    return std::min(n - 1, static_cast<std::size_t>(f * static_cast<double>(n)));
+  }
+
+  /// For m ascending keys (keys[i * stride]), starting at block `b`: each
+  /// key's block and likely slot into `out`, and the key and value lines
+  /// there prefetched (every key line of an unsorted block), so that the
+  /// chunk's cache misses overlap. @return the block of the last key.
+  std::size_t guess_chunk(const key_type* keys, std::size_t stride, std::size_t m, std::size_t b,
+                          slot* out) const noexcept {
+    for (std::size_t i = 0; i < m; ++i) {
+      const key_type key = keys[i * stride];
+      b = advance(b, key);
+      if (sorted_mask_ >> b & 1) {
+        const std::size_t at = guess(b, key);
+        TANDEM_PREFETCH(&block_keys_[b][at]);
+        TANDEM_PREFETCH(&block_values_[b][at]);
+        out[i] = {static_cast<int>(b), static_cast<int>(at)};
+      } else {
+        for (std::size_t j = 0; j < block_size_[b]; j += 64 / sizeof(key_type)) TANDEM_PREFETCH(&block_keys_[b][j]);
+        out[i] = {static_cast<int>(b), 0};
+      }
+    }
+    return b;
+  }
+
+  /// `key` in the block of `g` (found or not; the log is not looked at):
+  /// a sorted block is searched from the guessed slot, an unsorted one scanned.
+  [[nodiscard]] slot find_from_guess(slot g, key_type key) const noexcept {
+    const auto b = static_cast<std::size_t>(g.block);
+    const key_type* keys = block_keys_[b];
+    const std::size_t n = block_size_[b];
+    if (n == 0) return {g.block, -1};
+    if (sorted_mask_ >> b & 1) {
+      auto j = std::min(static_cast<std::size_t>(g.index), n - 1);
+      if (keys[j] < key) {
+        while (j + 1 < n && keys[j + 1] <= key) ++j;
+      } else {
+        while (j > 0 && keys[j] > key) --j;
+      }
+      return {g.block, keys[j] == key ? static_cast<int>(j) : -1};
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (keys[i] == key) return {g.block, static_cast<int>(i)};
+    }
+    return {g.block, -1};
+  }
+
+  [[nodiscard]] slot find_in_log(key_type key) const noexcept {
     for (std::size_t i = 0; i < log_size_; ++i) {
       if (log_keys_[i] == key) return {-1, static_cast<int>(i)};
     }
-    return find_in_blocks(key);
+    return {-1, -1};
+  }
+
+  [[nodiscard]] slot find_in_blocks(key_type key) const noexcept {
+    const std::size_t b = route(key);
+    return find_from_guess({static_cast<int>(b), static_cast<int>(guess(b, key))}, key);
+  }
+
+  [[nodiscard]] slot find(key_type key) const noexcept {
+    const slot s = find_in_log(key);
+    return s.found() ? s : find_in_blocks(key);
   }
 
   [[nodiscard]] value_type* value_at(slot s) noexcept {
@@ -567,6 +619,19 @@ class basic_bpa {
     log_values_[log_size_] = value;
     ++log_size_;
     ++size_;
+  }
+
+  /// Removes the key at `s` (found).
+  void erase_at(slot s) noexcept {
+    if (s.block < 0) {
+      const std::size_t last = --log_size_;
+      log_keys_[s.index] = log_keys_[last];
+      log_values_[s.index] = log_values_[last];
+      if (static_cast<std::size_t>(s.index) != last) log_sorted_ = false;
+    } else {
+      remove_from_block(static_cast<std::size_t>(s.block), static_cast<std::size_t>(s.index));
+    }
+    --size_;
   }
 
   void remove_from_block(std::size_t b, std::size_t i) noexcept {
@@ -611,14 +676,15 @@ class basic_bpa {
 
   void sort_log() noexcept {
     if (log_sorted_) return;
-    sort_pairs(log_keys_, log_values_, log_size_);
+    sort_pairs(log_keys_, log_values_, std::min<std::size_t>(log_size_, log_capacity));
     log_sorted_ = true;
   }
 
   void sort_block(std::size_t b) noexcept {
     const std::uint64_t bit = std::uint64_t{1} << b;
     if (sorted_mask_ & bit) return;
-    sort_pairs(block_keys_[b], block_values_[b], block_size_[b]);
+    // (the min() only tells the compiler what the invariants already say)
+    sort_pairs(block_keys_[b], block_values_[b], std::min<std::size_t>(block_size_[b], block_capacity));
     sorted_mask_ |= bit;
   }
 
@@ -631,33 +697,37 @@ class basic_bpa {
     assign_sorted(keys, values, n);
   }
 
+  /// One lookup per op, merge-joined against the header like `get_sorted`
+  /// (chunks: prefetch every op's likely slot, then apply the ops in order).
   std::size_t apply_per_op(const point_op* ops, std::size_t n, point_result* results) {
-    for (std::size_t i = 0; i < n; ++i) {
-      const point_op& op = ops[i];
-      point_result& r = results[i];
-      r.value = 0;
-      switch (op.kind) {
-        case op_kind::get: {
-          const std::optional<value_type> v = get(op.key);
-          r.found = v.has_value();
-          r.value = v.value_or(0);
-          break;
+    static_assert(offsetof(point_op, key) == 0, "guess_chunk reads keys at the start of each op");
+    std::size_t b = 0;
+    slot guesses[lookup_chunk];
+    for (std::size_t c = 0; c < n; c += lookup_chunk) {
+      const std::size_t m = std::min(n - c, lookup_chunk);
+      b = guess_chunk(&ops[c].key, sizeof(point_op) / sizeof(key_type), m, b, guesses);
+      for (std::size_t i = 0; i < m; ++i) {
+        const point_op& op = ops[c + i];
+        // An earlier op of the chunk may have flushed the log: then the
+        // guesses are stale and the key is routed again.
+        slot s = guesses[i].block < 0 ? find_in_blocks(op.key) : find_from_guess(guesses[i], op.key);
+        if (!s.found()) s = find_in_log(op.key);
+        const bool adds = !s.found() && (op.kind == op_kind::put || op.kind == op_kind::insert);
+        if (adds && size_ == capacity) return c + i;
+        point_result& r = results[c + i];
+        r.found = s.found();
+        r.value = s.found() ? *value_at(s) : 0;
+        if (adds) {
+          if (log_size_ == log_capacity) {  // the flush moves keys and block bounds
+            for (std::size_t j = i + 1; j < m; ++j) guesses[j].block = -1;
+            b = 0;
+          }
+          append_to_log(op.key, op.value);
+        } else if (s.found() && op.kind == op_kind::put) {
+          *value_at(s) = op.value;
+        } else if (s.found() && op.kind == op_kind::erase) {
+          erase_at(s);
         }
-        case op_kind::put: {
-          const upsert_status s = upsert(op.key, op.value, &r.value);
-          if (s == upsert_status::full) return i;
-          r.found = s == upsert_status::replaced;
-          break;
-        }
-        case op_kind::insert: {
-          const insert_status s = insert(op.key, op.value, &r.value);
-          if (s == insert_status::full) return i;
-          r.found = s == insert_status::present;
-          break;
-        }
-        case op_kind::erase:
-          r.found = erase(op.key, &r.value);
-          break;
       }
     }
     return n;
@@ -734,17 +804,19 @@ class basic_bpa {
 #endif
   }
 
-  key_type log_keys_[LogSize];
-  value_type log_values_[LogSize];
+  // The header and the counts come first: with the leaf's fences they fill
+  // the leaf's first cache lines, the ones every lookup reads.
   key_type header_[NumBlocks];
-  key_type block_keys_[NumBlocks][BlockSize];
-  value_type block_values_[NumBlocks][BlockSize];
   std::uint16_t block_size_[NumBlocks];
   std::uint64_t sorted_mask_;
   std::uint32_t size_;
   std::uint16_t log_size_;
   std::uint16_t block_count_;
   bool log_sorted_;
+  key_type log_keys_[LogSize];
+  value_type log_values_[LogSize];
+  key_type block_keys_[NumBlocks][BlockSize];
+  value_type block_values_[NumBlocks][BlockSize];
 };
 
 /// The default leaf geometry: 32-slot log, 32 blocks of 32 slots.
