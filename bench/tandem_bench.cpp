@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   const std::optional<double> share = opt.gpu_share == "auto" ? std::nullopt : parse_share(opt.gpu_share);
   const std::string share_text = share_string(share);
   const std::uint64_t nb = (spec.ops + spec.batch - 1) / spec.batch;
-  const std::uint64_t warmup = opt.warmup == "auto" ? (sweeping ? 4 : 0) : *parse_count(opt.warmup);
+  const std::uint64_t warmup = opt.warmup == "auto" ? (sweeping ? 4 : 2) : *parse_count(opt.warmup);
   // Sweep points: 0, 0.1, ..., 1, then auto (empty).
   std::vector<std::optional<double>> points;
   if (sweeping) {

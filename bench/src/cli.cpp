@@ -246,7 +246,8 @@ int parse_command_line(int argc, char** argv, options& opt) {
   share_opt->excludes(sweep_opt);
   app.add_option("--warmup", opt.warmup,
                  "Untimed batches of --batch gets of loaded keys (they change nothing) run on tandem before each "
-                 "timed run: they warm the GPU and let the auto share converge. auto: 4 with --sweep, else 0")
+                 "timed run: they fill the index's batch memory pools (first touch of fresh pages), warm the GPU and "
+                 "let the auto share converge, so the timed run shows the steady state. auto: 4 with --sweep, else 2")
       ->check(count_in(0, 1u << 20, true))
       ->type_name("W|auto")
       ->capture_default_str();

@@ -3,7 +3,6 @@
 #include <tandem/host/route.hpp>
 
 #include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_reduce.h>
 #include <oneapi/tbb/task_arena.h>
@@ -102,16 +101,32 @@ unsigned ceil_log2(std::size_t x) noexcept { return x <= 1 ? 0u : bit_width(x - 
 key_type key_of(item t) noexcept { return static_cast<key_type>(t >> 64); }
 item make_item(key_type key, std::size_t position) noexcept { return (item{key} << 64) | position; }
 
-void small_sort(item* a, std::size_t n) {
+/// The sorted columns of a bucket: keys and batch positions.
+struct columns {
+  key_type* keys;
+  std::uint32_t* positions;
+  void put(std::size_t i, item t) const noexcept {
+    keys[i] = key_of(t);
+    positions[i] = static_cast<std::uint32_t>(t);
+  }
+  [[nodiscard]] item at(std::size_t i) const noexcept { return make_item(keys[i], positions[i]); }
+};
+
+/// Sorts columns [begin, begin + n) by (key, position): by insertion when
+/// short, else through `tmp` with std::sort.
+void sort_run(columns c, std::size_t begin, std::size_t n, std::vector<item>& tmp) {
   if (n > insertion_max) {
-    std::sort(a, a + n);
+    tmp.resize(n);
+    for (std::size_t i = 0; i < n; ++i) tmp[i] = c.at(begin + i);
+    std::sort(tmp.begin(), tmp.end());
+    for (std::size_t i = 0; i < n; ++i) c.put(begin + i, tmp[i]);
     return;
   }
-  for (std::size_t i = 1; i < n; ++i) {
-    const item t = a[i];
+  for (std::size_t i = begin + 1; i < begin + n; ++i) {
+    const item t = c.at(i);
     std::size_t j = i;
-    for (; j > 0 && a[j - 1] > t; --j) a[j] = a[j - 1];
-    a[j] = t;
+    for (; j > begin && c.at(j - 1) > t; --j) c.put(j, c.at(j - 1));
+    c.put(j, t);
   }
 }
 
@@ -129,35 +144,38 @@ digit make_digit(unsigned width, unsigned bits) noexcept {
   return {width - bits, (std::uint64_t{1} << bits) - 1};
 }
 
+/// Per-thread work memory of sort_bucket.
+struct bucket_scratch {
+  std::vector<std::uint32_t> counts;
+  std::vector<item> tmp;
+};
+
 /// Sorts bucket `src` (k items; keys agree above their highest differing
-/// bit) into `dst`: a stable counting pass on the next digit of the bucket's
-/// own key range, then each run the digit left unsorted.
-void sort_bucket(const item* src, item* dst, std::size_t k, std::vector<std::uint32_t>& counts) {
-  if (k <= 2 * insertion_max) {
-    std::copy(src, src + k, dst);
-    small_sort(dst, k);
-    return;
-  }
+/// bit) into the columns `out` at [0, k): a stable counting pass on the next
+/// digit of the bucket's own key range, then each run the digit left unsorted.
+void sort_bucket(const item* src, std::size_t k, columns out, bucket_scratch& scratch) {
   key_type lo = key_of(src[0]), hi = lo;
   for (std::size_t i = 1; i < k; ++i) {
     const key_type key = key_of(src[i]);
     lo = std::min(lo, key);
     hi = std::max(hi, key);
   }
-  if (lo == hi) {  // one key: the stable pass 1 left positions in order
-    std::copy(src, src + k, dst);
+  if (lo == hi || k <= 2 * insertion_max) {  // one key: the stable pass 1 left positions in order
+    for (std::size_t i = 0; i < k; ++i) out.put(i, src[i]);
+    if (lo != hi) sort_run(out, 0, k, scratch.tmp);
     return;
   }
   const digit d = make_digit(bit_width(lo ^ hi), std::min(sub_bits_max, std::max(1u, ceil_log2(k))));
+  std::vector<std::uint32_t>& counts = scratch.counts;
   counts.assign(d.count() + 1, 0);
   for (std::size_t i = 0; i < k; ++i) ++counts[d.of(key_of(src[i])) + 1];
   for (std::size_t x = 1; x <= d.count(); ++x) counts[x] += counts[x - 1];
-  for (std::size_t i = 0; i < k; ++i) dst[counts[d.of(key_of(src[i]))]++] = src[i];
+  for (std::size_t i = 0; i < k; ++i) out.put(counts[d.of(key_of(src[i]))]++, src[i]);
   // counts[x] is now the end of run x (and the start of run x + 1).
   std::size_t begin = 0;
   for (std::size_t x = 0; x < d.count(); ++x) {
     const std::size_t end = counts[x];
-    if (end - begin > 1) small_sort(dst + begin, end - begin);
+    if (end - begin > 1) sort_run(out, begin, end - begin, scratch.tmp);
     begin = end;
   }
 }
@@ -207,19 +225,15 @@ void partition(const key_type* keys, std::size_t n, digit d, item* out, route_wo
   });
 }
 
-/// Per-thread counters of sort_bucket.
-tbb::enumerable_thread_specific<std::vector<std::uint32_t>>& bucket_counters() {
-  static tbb::enumerable_thread_specific<std::vector<std::uint32_t>> counters;
-  return counters;
-}
+/// Per-thread scratch of sort_bucket, kept: sorting allocates nothing once warm.
+thread_local bucket_scratch bucket_memory;
 
 template <int F>
 void route_sorted_f(const inner_layout_view& v, const key_type* keys, const std::uint64_t* args,
                     const std::uint8_t* types, std::size_t n, std::uint32_t first_position, routed_batch_view& out,
                     route_workspace& ws) {
-  ws.items.resize(2 * n);
+  ws.items.resize(n);
   item* a = ws.items.data();
-  item* sorted = a + n;
   // Pass 1 digit: below the bits every key shares.
   const auto [lo, hi] = tbb::parallel_reduce(
       tbb::blocked_range<std::size_t>(0, n, chunk_min), std::pair<key_type, key_type>{max_key, 0},
@@ -238,69 +252,50 @@ void route_sorted_f(const inner_layout_view& v, const key_type* keys, const std:
   partition(keys, n, d, a, ws);
   const std::size_t buckets = d.count();
 
-  // Pass 2 and the walk, one task per bucket: sort, write the sorted
-  // columns, and find the bucket's groups (one descent per leaf), kept at
-  // the bucket's own offset until the prefix below places them.
+  // Pass 2 and the walk, one task per bucket: sort into the output columns,
+  // gather args and types, and find the bucket's groups (one descent per
+  // leaf), written at the bucket's own offset of the group arrays for now.
   ws.group_count.resize(buckets);
   ws.first_ordinal.resize(buckets);
-  ws.last_ordinal.resize(buckets);
-  ws.group_begin.resize(n);
-  ws.group_ordinal.resize(n);
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, buckets), [&](const tbb::blocked_range<std::size_t>& r) {
-    std::vector<std::uint32_t>& counts = bucket_counters().local();
     for (std::size_t b = r.begin(); b < r.end(); ++b) {
       const std::uint32_t first = ws.bucket_begin[b], end = ws.bucket_begin[b + 1];
       ws.group_count[b] = 0;
       if (first == end) continue;
-      sort_bucket(a + first, sorted + first, end - first, counts);
+      sort_bucket(a + first, end - first, columns{out.keys + first, out.positions + first}, bucket_memory);
       std::uint32_t g = first;
       leaf_span span{};
       for (std::uint32_t i = first; i < end; ++i) {
-        const item t = sorted[i];
-        const key_type key = key_of(t);
-        const auto p = static_cast<std::uint32_t>(t);
-        out.keys[i] = key;
+        const key_type key = out.keys[i];
+        const std::uint32_t p = out.positions[i];
         out.positions[i] = p + first_position;
         if (out.args) out.args[i] = args[p];
         if (out.types) out.types[i] = types[p];
         if (i == first || (span.bounded && key >= span.next_low)) {
           span = descend_span<F>(v, key);
-          ws.group_begin[g] = i;
-          ws.group_ordinal[g++] = span.ordinal;
+          out.group_begin[g] = i;
+          out.group_ordinal[g++] = span.ordinal;
         }
       }
       ws.group_count[b] = g - first;
-      ws.first_ordinal[b] = ws.group_ordinal[first];
-      ws.last_ordinal[b] = ws.group_ordinal[g - 1];
+      ws.first_ordinal[b] = out.group_ordinal[first];
     }
   });
 
-  // Place the groups: a leaf whose keys straddle buckets ends one bucket's
-  // groups and starts the next one's; it becomes one group.
-  std::size_t total = 0;
-  bool any = false;
-  std::uint32_t last = 0;
+  // Move the groups into place, left to right (each bucket's groups move
+  // left, over groups already moved). A leaf whose keys straddle buckets
+  // ends one bucket's groups and starts the next one's: one group.
+  std::uint32_t total = 0;
   for (std::size_t b = 0; b < buckets; ++b) {
     const std::uint32_t count = ws.group_count[b];
     if (count == 0) continue;
-    const bool merge = any && ws.first_ordinal[b] == last;
-    ws.first_ordinal[b] = static_cast<std::uint32_t>(total);  // now: where its groups go
-    ws.last_ordinal[b] = merge ? 1u : 0u;                      // now: skip its first group
-    total += count - (merge ? 1u : 0u);
-    last = ws.group_ordinal[ws.bucket_begin[b] + count - 1];
-    any = true;
+    const std::uint32_t skip = total > 0 && ws.first_ordinal[b] == out.group_ordinal[total - 1] ? 1u : 0u;
+    const std::uint32_t from = ws.bucket_begin[b] + skip;
+    const std::uint32_t to = ws.bucket_begin[b] + count;
+    std::copy(out.group_begin + from, out.group_begin + to, out.group_begin + total);
+    std::copy(out.group_ordinal + from, out.group_ordinal + to, out.group_ordinal + total);
+    total += count - skip;
   }
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, buckets), [&](const tbb::blocked_range<std::size_t>& r) {
-    for (std::size_t b = r.begin(); b < r.end(); ++b) {
-      const std::uint32_t count = ws.group_count[b];
-      if (count == 0) continue;
-      const std::uint32_t from = ws.bucket_begin[b] + ws.last_ordinal[b];
-      const std::uint32_t to = ws.bucket_begin[b] + count;
-      std::copy(ws.group_begin.begin() + from, ws.group_begin.begin() + to, out.group_begin + ws.first_ordinal[b]);
-      std::copy(ws.group_ordinal.begin() + from, ws.group_ordinal.begin() + to,
-                out.group_ordinal + ws.first_ordinal[b]);
-    }
-  });
   out.groups = total;
   out.group_begin[total] = static_cast<std::uint32_t>(n);
 }

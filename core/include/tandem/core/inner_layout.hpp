@@ -219,7 +219,9 @@ TANDEM_HD inline leaf_span descend_span(const inner_layout_view& v, key_type key
 ///         (= std::upper_bound(low_keys, key) - 1).
 template <int F>
 TANDEM_HD inline std::uint32_t descend(const inner_layout_view& v, key_type key) {
-  return descend_span<F>(v, key).ordinal;
+  std::uint32_t x = 0;
+  for (int level = 0; level < v.height; ++level) x = node_search<F>(v, x, key);
+  return x - v.node_count;
 }
 
 /// @brief Runtime-fanout form of descend. The view must come from a built

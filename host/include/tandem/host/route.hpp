@@ -41,9 +41,8 @@ struct route_workspace {
   std::vector<item, detail::huge_page_allocator<item>> items;
   std::vector<std::uint32_t> histograms;    // per chunk and bucket
   std::vector<std::uint32_t> bucket_begin;  // per bucket + 1
-  std::vector<std::uint32_t> group_count;   // per bucket
-  std::vector<std::uint32_t> first_ordinal, last_ordinal;  // per bucket
-  std::vector<std::uint32_t> group_begin, group_ordinal;   // per op, bucket-local groups
+  std::vector<std::uint32_t> group_count;    // per bucket
+  std::vector<std::uint32_t> first_ordinal;  // per bucket
 };
 
 /// @brief Routes ops [0, n) of a batch for the leaf phase: `out` gets them
