@@ -141,6 +141,7 @@ struct digit {
 
 digit make_digit(unsigned width, unsigned bits) noexcept {
   bits = std::min(bits, width);
+  if (bits == 0) return {0, 0};  // one bucket
   return {width - bits, (std::uint64_t{1} << bits) - 1};
 }
 
