@@ -596,7 +596,8 @@ class basic_bpa {
 
   [[nodiscard]] slot find_in_blocks(key_type key) const noexcept {
     const std::size_t b = route(key);
-    return find_from_guess({static_cast<int>(b), static_cast<int>(guess(b, key))}, key);
+    const std::size_t at = sorted_mask_ >> b & 1 ? guess(b, key) : 0;  // an unsorted block is scanned
+    return find_from_guess({static_cast<int>(b), static_cast<int>(at)}, key);
   }
 
   [[nodiscard]] slot find(key_type key) const noexcept {

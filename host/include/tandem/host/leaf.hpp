@@ -28,10 +28,7 @@ struct alignas(64) basic_leaf {
   [[nodiscard]] bool owns(key_type key) const noexcept { return low <= key && key <= high; }
 
   /// Starts loading the lines every lookup in this leaf reads first.
-  void prefetch() const noexcept {
-    TANDEM_PREFETCH(this);
-    data.prefetch_header();
-  }
+  void prefetch() const noexcept { data.prefetch_header(); }  // starts in the fences' line
 
   /// @brief Checks the BPA and that every key lies inside the fences.
   /// @throws tandem::invariant_error
