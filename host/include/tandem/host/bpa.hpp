@@ -184,11 +184,12 @@ class basic_bpa {
   /// @brief Looks up `n` keys given in ascending order (repeats allowed): a
   ///        merge-join against the header. For each key, values[i] = its
   ///        value and found[i] = 1, or 0 and 0 when absent.
-  /// @note Keys go in chunks: first every key's likely slot is guessed from
-  ///       the header bounds of its block and its key and value lines are
-  ///       prefetched, so the chunk's cache misses overlap; then each key is
-  ///       searched from its guess (sorted blocks) or by a scan (unsorted
-  ///       blocks), and the log is scanned for keys not found in a block.
+  /// @note Keys go in chunks: first every key's likely slot is interpolated
+  ///       from the header bounds of its block and the key and value lines
+  ///       there are prefetched, so the chunk's cache misses overlap; then
+  ///       each key is compared branch-free with the 8 keys around its slot
+  ///       (sorted blocks) or scanned for (unsorted blocks), and the log is
+  ///       scanned for keys not found in a block.
   void get_sorted(const key_type* keys, std::size_t n, value_type* values, std::uint8_t* found) const noexcept {
     std::size_t b = 0;
     slot guesses[lookup_chunk];
@@ -521,41 +522,58 @@ class basic_bpa {
     return b;
   }
 
-  /// Likely index of `key` in sorted block `b`, by interpolation between the
-  /// block's header bound and the next one (for the last block, the mean
-  /// width of the others).
-  [[nodiscard]] std::size_t guess(std::size_t b, key_type key) const noexcept {
-    const std::size_t n = block_size_[b];
-    if (n <= 1) return 0;
-    const key_type lo = header_[b];
-    key_type width;
+  /// Keys a sorted-block lookup compares at once, branch-free, around the
+  /// slot interpolated for it (one or two cache lines).
+  static constexpr std::size_t lookup_window = 8;
+
+  /// Slots of sorted block `b` by interpolation: key k sits near
+  /// (k - low) * scale. The width is the gap to the next block's bound (for
+  /// the last block, the mean width of the others).
+  struct block_interpolation {
+    key_type low;
+    double scale;
+  };
+  [[nodiscard]] block_interpolation interpolation(std::size_t b) const noexcept {
+    const key_type low = header_[b];
+    key_type width = 0;
     if (b + 1 < num_blocks && b + 1 < block_count_) {
-      width = header_[b + 1] - lo;
+      width = header_[b + 1] - low;
     } else if (b > 0) {
-      width = (lo - header_[0]) / b;
-    } else {
-      return n / 2;
+      width = (low - header_[0]) / b;
     }
-    if (key <= lo) return 0;
-    const key_type offset = key - lo;
-    if (offset >= width) return n - 1;
-    const double f = static_cast<double>(offset) / static_cast<double>(width);  // in [0, 1)
-    return std::min(n - 1, static_cast<std::size_t>(f * static_cast<double>(n)));
+    return {low, width ? static_cast<double>(block_size_[b]) / static_cast<double>(width) : 0.0};
+  }
+
+  /// First slot of the lookup window for `key` in sorted block `b`.
+  [[nodiscard]] std::size_t window_start(std::size_t b, const block_interpolation& ip, key_type key) const noexcept {
+    const std::size_t n = block_size_[b];
+    if (n <= lookup_window) return 0;
+    const double at = key <= ip.low ? 0.0 : static_cast<double>(key - ip.low) * ip.scale;
+    const std::size_t guess = at >= static_cast<double>(n) ? n - 1 : static_cast<std::size_t>(at);
+    return std::min(guess > lookup_window / 2 ? guess - lookup_window / 2 : 0, n - lookup_window);
   }
 
   /// For m ascending keys (keys[i * stride]), starting at block `b`: each
-  /// key's block and likely slot into `out`, and the key and value lines
-  /// there prefetched (every key line of an unsorted block), so that the
-  /// chunk's cache misses overlap. @return the block of the last key.
+  /// key's block and lookup window into `out`, and the window's key lines
+  /// and the likely value line prefetched (every key line of an unsorted
+  /// block), so that the chunk's cache misses overlap. @return the block of
+  /// the last key.
   std::size_t guess_chunk(const key_type* keys, std::size_t stride, std::size_t m, std::size_t b,
                           slot* out) const noexcept {
+    std::size_t ip_block = num_blocks;  // the block `ip` describes
+    block_interpolation ip{};
     for (std::size_t i = 0; i < m; ++i) {
       const key_type key = keys[i * stride];
       b = advance(b, key);
       if (sorted_mask_ >> b & 1) {
-        const std::size_t at = guess(b, key);
+        if (b != ip_block) {
+          ip = interpolation(b);
+          ip_block = b;
+        }
+        const std::size_t at = window_start(b, ip, key);
         TANDEM_PREFETCH(&block_keys_[b][at]);
-        TANDEM_PREFETCH(&block_values_[b][at]);
+        TANDEM_PREFETCH(&block_keys_[b][std::min(at + lookup_window - 1, block_capacity - 1)]);
+        TANDEM_PREFETCH(&block_values_[b][std::min(at + lookup_window / 2, block_capacity - 1)]);
         out[i] = {static_cast<int>(b), static_cast<int>(at)};
       } else {
         for (std::size_t j = 0; j < block_size_[b]; j += 64 / sizeof(key_type)) TANDEM_PREFETCH(&block_keys_[b][j]);
@@ -565,20 +583,44 @@ class basic_bpa {
     return b;
   }
 
-  /// `key` in the block of `g` (found or not; the log is not looked at):
-  /// a sorted block is searched from the guessed slot, an unsorted one scanned.
+  /// Index of the last of n sorted keys that is <= key (0 when none is):
+  /// a branch-free bisection.
+  [[nodiscard]] static std::size_t last_not_above(const key_type* keys, std::size_t n, key_type key) noexcept {
+    const key_type* base = keys;
+    for (std::size_t left = n; left > 1;) {
+      const std::size_t half = left / 2;
+      base = base[half] <= key ? base + half : base;
+      left -= half;
+    }
+    return static_cast<std::size_t>(base - keys);
+  }
+
+  /// `key` in the block of `g` (found or not; the log is not looked at). A
+  /// sorted block compares the window at g.index (clamped: a stale window
+  /// after a removal is still a window of the block) without branches, and
+  /// bisects the block when the key lies outside it; an unsorted block is
+  /// scanned.
   [[nodiscard]] slot find_from_guess(slot g, key_type key) const noexcept {
     const auto b = static_cast<std::size_t>(g.block);
     const key_type* keys = block_keys_[b];
     const std::size_t n = block_size_[b];
     if (n == 0) return {g.block, -1};
     if (sorted_mask_ >> b & 1) {
-      auto j = std::min(static_cast<std::size_t>(g.index), n - 1);
-      if (keys[j] < key) {
-        while (j + 1 < n && keys[j + 1] <= key) ++j;
-      } else {
-        while (j > 0 && keys[j] > key) --j;
+      std::size_t j = 0;
+      bool in_window = false;
+      if constexpr (block_capacity >= lookup_window) {
+        if (n >= lookup_window) {
+          const std::size_t w = std::min(static_cast<std::size_t>(g.index), n - lookup_window);
+          const key_type* wk = keys + w;
+          in_window = wk[0] <= key && key <= wk[lookup_window - 1];
+          if (in_window) {
+            std::size_t below = 0;
+            for (std::size_t t = 0; t < lookup_window; ++t) below += wk[t] <= key;
+            j = w + below - 1;
+          }
+        }
       }
+      if (!in_window) j = last_not_above(keys, n, key);
       return {g.block, keys[j] == key ? static_cast<int>(j) : -1};
     }
     for (std::size_t i = 0; i < n; ++i) {
@@ -596,7 +638,7 @@ class basic_bpa {
 
   [[nodiscard]] slot find_in_blocks(key_type key) const noexcept {
     const std::size_t b = route(key);
-    const std::size_t at = sorted_mask_ >> b & 1 ? guess(b, key) : 0;  // an unsorted block is scanned
+    const std::size_t at = sorted_mask_ >> b & 1 ? window_start(b, interpolation(b), key) : 0;
     return find_from_guess({static_cast<int>(b), static_cast<int>(at)}, key);
   }
 
