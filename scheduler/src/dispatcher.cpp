@@ -50,7 +50,11 @@ index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
   auto_share_.store(cfg_.gpu_share < 0);
   fixed_share_.store(cfg_.gpu_share < 0 ? 0.0 : cfg_.gpu_share);
   const int threads = cfg_.threads ? static_cast<int>(cfg_.threads) : tbb::info::default_concurrency();
-  arena_.initialize(threads);
+  // Two slots for application threads: the dispatcher (leaf phase) and the
+  // look-ahead thread (validate and route of the next batch) both join the
+  // arena at once, so the look-ahead never waits for the leaf phase's tasks
+  // to leave it a slot; threads - 1 workers serve both.
+  arena_.initialize(threads + 1, 2);
   threads_ = static_cast<std::size_t>(threads);
   rebuild_table_from_store();
   publish_stats(nullptr, false, 0);
