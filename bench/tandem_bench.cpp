@@ -42,6 +42,7 @@
 
 #include <oneapi/tbb/info.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -273,9 +274,15 @@ int main(int argc, char** argv) {
 
   // ---- baselines ---------------------------------------------------------------------
   if (opt.baselines) {
+    auto skipped = [&](const std::string& name) {
+      const bool skip = std::find(opt.skip_baselines.begin(), opt.skip_baselines.end(), name) !=
+                        opt.skip_baselines.end();
+      if (skip) notes.push_back(name + ": skipped (--skip-baseline)");
+      return skip;
+    };
     std::vector<std::unique_ptr<baseline>> systems;
-    systems.push_back(make_absl_baseline(threads, opt.absl_shards));
-    systems.push_back(make_tbb_baseline(threads));
+    if (!skipped("absl")) systems.push_back(make_absl_baseline(threads, opt.absl_shards));
+    if (!skipped("tbb")) systems.push_back(make_tbb_baseline(threads));
     for (auto& sys : systems) {
       system_result r;
       r.system = sys->name();
@@ -307,7 +314,8 @@ int main(int argc, char** argv) {
     }
 
     // The GPU sorted array: workload C only (it answers gets).
-    if (spec.kind != workload_kind::c) {
+    if (skipped(gpu_array_name)) {
+    } else if (spec.kind != workload_kind::c) {
       notes.push_back(std::string("GPU sorted array: skipped (it answers gets only; workload ") + to_string(spec.kind) +
                       " has other ops)");
     } else if (!gpu_array_built()) {

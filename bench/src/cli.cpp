@@ -218,6 +218,11 @@ int parse_command_line(int argc, char** argv, options& opt) {
                "GPU (thrust::sort_by_key; keys + parallel values), each batch answered by thrust::lower_bound + a "
                "gather, query upload and answer download from/to pinned host memory included (needs a CUDA build "
                "and a GPU; otherwise a line says why it was skipped)");
+  app.add_option("--skip-baseline", opt.skip_baselines,
+                 "Leave this baseline out (repeatable; with --baselines): absl, tbb or gpu-array. tbb loads at "
+                 "about 3 M keys/s, so at 2^30 keys and beyond it takes minutes")
+      ->check(CLI::IsMember({"absl", "tbb", "gpu-array"}))
+      ->type_name("NAME");
   app.add_flag("--probe,!--no-probe", opt.probe,
                "(Default on; --no-probe: skip.) Before the timed runs, measure host sequential read and write "
                "GB/s and random 8-byte reads/s with --threads threads over an array of min(1 GiB, keys*16 bytes) "

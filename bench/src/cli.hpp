@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tandem_bench {
 
@@ -33,6 +34,7 @@ struct options {
   double leaf_fill = 0.75;
   bool verify = false;
   bool baselines = true;
+  std::vector<std::string> skip_baselines;  ///< absl | tbb | gpu-array
   bool probe = true;
   std::size_t absl_shards = 64;
   std::string csv;
