@@ -180,9 +180,9 @@ void index::impl::dispatch() {
 void index::impl::run(job* j) {
   try {
     if (j->type == job::kind::load) {
-      arena_.execute([&] { load(j->pairs); });
+      run_in_arena([&] { load(j->pairs); });
     } else if (j->type == job::kind::barrier) {
-      arena_.execute([&] { j->barrier_work(); });
+      run_in_arena([&] { j->barrier_work(); });
     }
     j->finished.set_value();
   } catch (...) {
@@ -193,7 +193,7 @@ void index::impl::run(job* j) {
 void index::impl::prepare(prepared& p) {
   try {
     p.version = layout_snapshot();
-    arena_.execute([&] { validate(p); });
+    run_in_arena([&] { validate(p); });
     if (p.n != 0) {
       // Not inside the arena: the GPU side waits for the GPU on this thread,
       // never on a TBB worker; the CPU parts enter the arena themselves.
@@ -209,7 +209,7 @@ void index::impl::prepare(prepared& p) {
 void index::impl::leaf_stage(prepared& p) {
   if (p.failure) return;
   try {
-    arena_.execute([&] { run_leaves(p, p.splits); });
+    run_in_arena([&] { run_leaves(p, p.splits); });
   } catch (...) {
     p.failure = std::current_exception();
     p.gpu_scatter = false;
@@ -217,7 +217,7 @@ void index::impl::leaf_stage(prepared& p) {
     // and inner layout back in line with the leaves so the index stays
     // consistent for the next batch.
     try {
-      arena_.execute([&] { rebuild_table_from_store(); });
+      run_in_arena([&] { rebuild_table_from_store(); });
     } catch (...) {
     }
   }

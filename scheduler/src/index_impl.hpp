@@ -209,6 +209,15 @@ class index::impl {
 
   config cfg_;
   tbb::task_arena arena_;
+  /// Runs f in the arena, isolated: while the calling thread waits for f's
+  /// tasks it takes no task of another stage. Without it the look-ahead's
+  /// validate, waiting for a stolen slice, picks up leaf-phase work of the
+  /// batch before and the next route starts late (and the dispatcher picks up
+  /// route work the other way round).
+  template <class F>
+  void run_in_arena(F&& f) {
+    arena_.execute([&] { tbb::this_task_arena::isolate(f); });
+  }
   std::size_t threads_ = 0;
   std::string device_;
   scheduler::memory_kind memory_ = scheduler::memory_kind::ordinary;

@@ -63,7 +63,7 @@ void index::impl::scatter_on_gpu(prepared& p) {
   } catch (const std::exception&) {
     note_gpu_failure();
     p.gpu_scatter = false;
-    arena_.execute([&] {
+    run_in_arena([&] {
       host::scatter_answers(p.routes.positions, sp.answers.data(), sp.found.data(), p.n, cols.values, cols.found);
     });
   }

@@ -55,7 +55,7 @@ void index::impl::route(prepared& p) {
   p.bytes.route = route_bytes(n, with_args);
   if (m == 0) {
     const auto t0 = clock_type::now();
-    arena_.execute([&] { host::route_sorted(p.version->view(), b.keys(), b.args(), types, n, 0, out, sp.cpu_work); });
+    run_in_arena([&] { host::route_sorted(p.version->view(), b.keys(), b.args(), types, n, 0, out, sp.cpu_work); });
     info.cpu_seconds = seconds_since(t0);
     info.cpu_keys = n;
     p.routes = out;
@@ -76,7 +76,7 @@ void index::impl::route(prepared& p) {
   gpu_side_->start([&] { route_gpu(p, gpu_part, gpu_part, m); });
   const auto t0 = clock_type::now();
   try {
-    arena_.execute([&] {
+    run_in_arena([&] {
       host::route_sorted(version.view(), b.keys() + m, b.args() + m, types + m, n - m, static_cast<std::uint32_t>(m),
                          cpu_part, sp.cpu_work);
     });
@@ -92,7 +92,7 @@ void index::impl::route(prepared& p) {
   gpu_side_->wait();
   turn.unlock();
   observe_rates(info);
-  arena_.execute([&] { merge_routes(gpu_part, cpu_part, out, n); });
+  run_in_arena([&] { merge_routes(gpu_part, cpu_part, out, n); });
   p.bytes.route += 2 * route_bytes(n, with_args);  // the merge reads both halves and writes the whole
   p.routes = out;
 }
@@ -116,11 +116,11 @@ void index::impl::route_gpu(prepared& p, const routed_batch_view& want, routed_b
     info.gpu_failed = true;
     out = want;
     const auto t1 = clock_type::now();
-    arena_.execute([&] { host::route_sorted(p.version->view(), b.keys(), b.args(), types, m, 0, out, p.space->cpu_work); });
+    run_in_arena([&] { host::route_sorted(p.version->view(), b.keys(), b.args(), types, m, 0, out, p.space->cpu_work); });
     info.cpu_seconds += seconds_since(t1);
     info.cpu_keys += m;
   }
-  if (!out.key_sorted) arena_.execute([&] { host::sort_groups(out); });
+  if (!out.key_sorted) run_in_arena([&] { host::sort_groups(out); });
 }
 
 void index::impl::observe_rates(route_report& info) {
