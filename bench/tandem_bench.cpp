@@ -104,7 +104,11 @@ int main(int argc, char** argv) {
   const std::optional<double> share = opt.gpu_share == "auto" ? std::nullopt : parse_share(opt.gpu_share);
   const std::string share_text = share_string(share);
   const std::uint64_t nb = (spec.ops + spec.batch - 1) / spec.batch;
-  const std::uint64_t warmup = opt.warmup == "auto" ? (sweeping ? 4 : 2) : *parse_count(opt.warmup);
+  const std::uint64_t warmup = opt.warmup == "auto" ? 4 : *parse_count(opt.warmup);
+  // Workloads with writes warm up with inserts of present keys too, so that
+  // the write path's batch arrays (args, types) are in the pools as well.
+  const bool warmup_writes = spec.kind != workload_kind::c && spec.kind != workload_kind::scan;
+  const char* const warmup_what = warmup_writes ? "gets and inserts of loaded keys (present: no change)" : "gets";
   // Sweep points: 0, 0.1, ..., 1, then auto (empty).
   std::vector<std::optional<double>> points;
   if (sweeping) {
@@ -125,12 +129,13 @@ int main(int argc, char** argv) {
               opt.device.c_str(), sweeping ? "swept" : share_text.c_str(), opt.gpu_order.c_str(),
               opt.gpu_scatter.c_str(), static_cast<unsigned long long>(spec.seed), opt.verify ? "; verify on" : "");
   if (sweeping) {
-    std::printf("sweep share: 0, 0.1, ..., 1, auto on one index (%s); %llu warm-up batches of gets before each point\n",
+    std::printf("sweep share: 0, 0.1, ..., 1, auto on one index (%s); %llu warm-up batches of %s before each point\n",
                 reload_each_point ? "reloaded before each point: the workload inserts new keys"
                                   : "loaded once; the points run one after another",
-                static_cast<unsigned long long>(warmup));
+                static_cast<unsigned long long>(warmup), warmup_what);
   } else if (warmup) {
-    std::printf("warm-up: %llu untimed batches of gets before the run\n", static_cast<unsigned long long>(warmup));
+    std::printf("warm-up: %llu untimed batches of %s before the run\n", static_cast<unsigned long long>(warmup),
+                warmup_what);
   }
   std::fflush(stdout);
 
@@ -159,7 +164,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<tandem::op>> warm;
   try {
     ds = make_dataset(spec);
-    warm = make_warmup_batches(ds, spec.batch, warmup, spec.seed);
+    warm = make_warmup_batches(ds, spec.batch, warmup, spec.seed, warmup_writes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem-bench: %s\n", e.what());
     return 1;

@@ -289,7 +289,7 @@ dataset make_dataset(const workload_spec& spec) {
 }
 
 std::vector<std::vector<op>> make_warmup_batches(const dataset& ds, std::uint64_t batch, std::uint64_t count,
-                                                 std::uint64_t seed) {
+                                                 std::uint64_t seed, bool with_writes) {
   std::vector<std::vector<op>> out(count);
   const std::uint64_t n = ds.load_keys.size();
   if (n == 0) return out;
@@ -298,7 +298,10 @@ std::vector<std::vector<op>> make_warmup_batches(const dataset& ds, std::uint64_
     std::vector<op>& ops = out[b];
     ops.reserve(batch);
     for (std::uint64_t i = 0; i < batch; ++i) {
-      ops.push_back({ds.load_keys[below(rng, n)], 0, 0, op_type::get, tandem::scan_order::ordered});
+      const tandem::key_type k = ds.load_keys[below(rng, n)];
+      const bool insert = with_writes && i % 2 == 1;
+      ops.push_back({k, insert ? load_value(k) : 0, 0, insert ? op_type::insert : op_type::get,
+                     tandem::scan_order::ordered});
     }
   });
   return out;

@@ -61,11 +61,15 @@ struct dataset {
 /// Builds the dataset (parallel, deterministic for a given spec).
 [[nodiscard]] dataset make_dataset(const workload_spec& spec);
 
-/// `count` batches of `batch` gets of uniformly drawn loaded keys (own seed,
-/// apart from the measured ops): untimed warm-up batches that route like
-/// any batch but change nothing, so they may run before a measured run of
-/// any workload without changing its answers.
+/// `count` batches of `batch` ops on uniformly drawn loaded keys (own seed,
+/// apart from the measured ops): gets, and with `with_writes` every other op
+/// an insert of the loaded key, which is present (no workload erases), so it
+/// changes nothing. Untimed warm-up batches that route like any batch (with
+/// writes: args and types too, through the write path of the leaves) but
+/// change nothing, so they may run before a measured run of any workload
+/// without changing its answers.
 [[nodiscard]] std::vector<std::vector<tandem::op>> make_warmup_batches(const dataset& ds, std::uint64_t batch,
-                                                                       std::uint64_t count, std::uint64_t seed);
+                                                                       std::uint64_t count, std::uint64_t seed,
+                                                                       bool with_writes);
 
 }  // namespace tandem_bench
