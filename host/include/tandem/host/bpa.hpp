@@ -5,7 +5,10 @@
 /// A BPA holds up to `capacity` key/value pairs of one leaf in three parts:
 /// a small unsorted *log* that takes new keys in O(1), a sorted *header* of
 /// block lower bounds, and *blocks* that are unsorted inside. Lookups scan the
-/// log, pick the block through the header, and scan that block. When the log
+/// log, pick the block through the header, and scan that block; a block
+/// known sorted (a per-block bit, set by rebuilds and ordered reads) is
+/// searched instead: the 8 keys around the slot interpolated from the header
+/// bounds, compared without branches, or a bisection. When the log
 /// fills it is *flushed*: its keys are appended to their blocks, or, if some
 /// block would overflow, log and blocks are merged and redistributed evenly.
 ///
