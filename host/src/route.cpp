@@ -195,8 +195,9 @@ void check_batch(const inner_layout_view& v, std::size_t n, std::uint32_t first_
 }
 
 /// Pass 1: a stable scatter of (key, position) items into buckets by digit
-/// `d` of the key, chunks of the batch in parallel. Fills ws.bucket_begin.
-void partition(const key_type* keys, std::size_t n, digit d, item* out, route_workspace& ws) {
+/// `d` of the key (key i at keys[i * stride]), chunks of the input in
+/// parallel. Fills ws.bucket_begin.
+void partition(const key_type* keys, std::size_t stride, std::size_t n, digit d, item* out, route_workspace& ws) {
   const std::size_t buckets = d.count();
   const auto threads = static_cast<std::size_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
   const std::size_t chunks = std::max<std::size_t>(1, std::min(4 * threads, n / chunk_min));
@@ -205,7 +206,7 @@ void partition(const key_type* keys, std::size_t n, digit d, item* out, route_wo
   std::uint32_t* hist = ws.histograms.data();
   tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
     std::uint32_t* h = hist + c * buckets;
-    for (std::size_t i = chunk_begin(c), e = chunk_begin(c + 1); i < e; ++i) ++h[d.of(keys[i])];
+    for (std::size_t i = chunk_begin(c), e = chunk_begin(c + 1); i < e; ++i) ++h[d.of(keys[i * stride])];
   });
   ws.bucket_begin.resize(buckets + 1);
   std::uint32_t sum = 0;
@@ -221,7 +222,8 @@ void partition(const key_type* keys, std::size_t n, digit d, item* out, route_wo
   tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
     std::uint32_t* h = hist + c * buckets;
     for (std::size_t i = chunk_begin(c), e = chunk_begin(c + 1); i < e; ++i) {
-      out[h[d.of(keys[i])]++] = make_item(keys[i], i);
+      const key_type key = keys[i * stride];
+      out[h[d.of(key)]++] = make_item(key, i);
     }
   });
 }
@@ -229,19 +231,17 @@ void partition(const key_type* keys, std::size_t n, digit d, item* out, route_wo
 /// Per-thread scratch of sort_bucket, kept: sorting allocates nothing once warm.
 thread_local bucket_scratch bucket_memory;
 
-template <int F>
-void route_sorted_f(const inner_layout_view& v, const key_type* keys, const std::uint64_t* args,
-                    const std::uint8_t* types, std::size_t n, std::uint32_t first_position, routed_batch_view& out,
-                    route_workspace& ws) {
+/// Pass 1 over n keys (key i at keys[i * stride]): (key, i) items into
+/// ws.items, partitioned on the digit below the bits every key shares.
+/// @return the number of buckets (ws.bucket_begin holds one more entry).
+std::size_t partition_by_key(const key_type* keys, std::size_t stride, std::size_t n, route_workspace& ws) {
   ws.items.resize(n);
-  item* a = ws.items.data();
-  // Pass 1 digit: below the bits every key shares.
   const auto [lo, hi] = tbb::parallel_reduce(
       tbb::blocked_range<std::size_t>(0, n, chunk_min), std::pair<key_type, key_type>{max_key, 0},
       [&](const tbb::blocked_range<std::size_t>& r, std::pair<key_type, key_type> m) {
         for (std::size_t i = r.begin(); i < r.end(); ++i) {
-          m.first = std::min(m.first, keys[i]);
-          m.second = std::max(m.second, keys[i]);
+          m.first = std::min(m.first, keys[i * stride]);
+          m.second = std::max(m.second, keys[i * stride]);
         }
         return m;
       },
@@ -250,8 +250,26 @@ void route_sorted_f(const inner_layout_view& v, const key_type* keys, const std:
       });
   const unsigned want = ceil_log2(n) > bucket_bits_target ? ceil_log2(n) - bucket_bits_target : 0u;
   const digit d = make_digit(bit_width(lo ^ hi), std::min(bucket_bits_max, want));
-  partition(keys, n, d, a, ws);
-  const std::size_t buckets = d.count();
+  partition(keys, stride, n, d, ws.items.data(), ws);
+  return d.count();
+}
+
+/// Pass 2 for bucket b: its items sorted by (key, position) into columns
+/// `out` at the bucket's offset. @return the bucket's range [first, end).
+std::pair<std::uint32_t, std::uint32_t> sort_bucket_into(route_workspace& ws, std::size_t b, columns out) {
+  const std::uint32_t first = ws.bucket_begin[b], end = ws.bucket_begin[b + 1];
+  if (first != end) {
+    sort_bucket(ws.items.data() + first, end - first, columns{out.keys + first, out.positions + first},
+                bucket_memory);
+  }
+  return {first, end};
+}
+
+template <int F>
+void route_sorted_f(const inner_layout_view& v, const key_type* keys, const std::uint64_t* args,
+                    const std::uint8_t* types, std::size_t n, std::uint32_t first_position, routed_batch_view& out,
+                    route_workspace& ws) {
+  const std::size_t buckets = partition_by_key(keys, 1, n, ws);
 
   // Pass 2 and the walk, one task per bucket: sort into the output columns,
   // gather args and types, and find the bucket's groups (one descent per
@@ -260,10 +278,9 @@ void route_sorted_f(const inner_layout_view& v, const key_type* keys, const std:
   ws.first_ordinal.resize(buckets);
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, buckets), [&](const tbb::blocked_range<std::size_t>& r) {
     for (std::size_t b = r.begin(); b < r.end(); ++b) {
-      const std::uint32_t first = ws.bucket_begin[b], end = ws.bucket_begin[b + 1];
+      const auto [first, end] = sort_bucket_into(ws, b, columns{out.keys, out.positions});
       ws.group_count[b] = 0;
       if (first == end) continue;
-      sort_bucket(a + first, end - first, columns{out.keys + first, out.positions + first}, bucket_memory);
       std::uint32_t g = first;
       leaf_span span{};
       for (std::uint32_t i = first; i < end; ++i) {
@@ -302,6 +319,18 @@ void route_sorted_f(const inner_layout_view& v, const key_type* keys, const std:
 }
 
 }  // namespace
+
+void sort_keys(const key_type* keys, std::size_t stride, std::size_t n, key_type* keys_out,
+               std::uint32_t* positions_out, route_workspace& work) {
+  if (n >= std::size_t{std::numeric_limits<std::uint32_t>::max()}) {
+    throw std::length_error("sort_keys: " + std::to_string(n) + " keys do not fit 32-bit positions");
+  }
+  if (n == 0) return;
+  const std::size_t buckets = partition_by_key(keys, stride, n, work);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, buckets), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t b = r.begin(); b < r.end(); ++b) sort_bucket_into(work, b, columns{keys_out, positions_out});
+  });
+}
 
 void route_sorted(const inner_layout_view& v, const key_type* keys, const std::uint64_t* args,
                   const std::uint8_t* types, std::size_t n, std::uint32_t first_position, routed_batch_view& out,

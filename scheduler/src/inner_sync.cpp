@@ -10,9 +10,12 @@
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
 #include <oneapi/tbb/parallel_sort.h>
 
 #include <algorithm>
+#include <limits>
+#include <vector>
 
 namespace tandem {
 
@@ -111,24 +114,81 @@ void index::impl::rebuild_table_from_store() {
   keys_.store(store_.size(), std::memory_order_release);
 }
 
-void index::impl::load(std::vector<entry>& pairs) {
-  // Sort by key; for a key given twice the later pair wins (stable order by index).
-  std::vector<std::pair<key_type, std::size_t>> order(pairs.size());
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, pairs.size()), [&](const tbb::blocked_range<std::size_t>& r) {
-    for (std::size_t i = r.begin(); i < r.end(); ++i) order[i] = {pairs[i].key, i};
+namespace {
+
+/// Of n pairs sorted by key (equal keys in input order), keeps the last
+/// pair of each run of equal keys (a later duplicate wins) in keys/values,
+/// in parallel. @return how many were kept.
+template <class KeyAt, class ValueAt>
+std::size_t keep_last_of_runs(std::size_t n, KeyAt key_at, ValueAt value_at, key_type* keys, value_type* values) {
+  const std::size_t chunks = std::max<std::size_t>(1, std::min<std::size_t>(1024, n >> 16));
+  auto chunk_begin = [&](std::size_t c) { return c * n / chunks; };
+  auto kept = [&](std::size_t i) { return i + 1 == n || key_at(i + 1) != key_at(i); };
+  std::vector<std::size_t> offset(chunks + 1, 0);
+  tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
+    std::size_t k = 0;
+    for (std::size_t i = chunk_begin(c), e = chunk_begin(c + 1); i < e; ++i) k += kept(i);
+    offset[c + 1] = k;
   });
-  tbb::parallel_sort(order.begin(), order.end());
-  std::vector<key_type> keys;
-  std::vector<value_type> values;
-  keys.reserve(order.size());
-  values.reserve(order.size());
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    if (i + 1 < order.size() && order[i + 1].first == order[i].first) continue;  // a later duplicate wins
-    keys.push_back(order[i].first);
-    values.push_back(pairs[order[i].second].value);
+  for (std::size_t c = 0; c < chunks; ++c) offset[c + 1] += offset[c];
+  tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
+    std::size_t o = offset[c];
+    for (std::size_t i = chunk_begin(c), e = chunk_begin(c + 1); i < e; ++i) {
+      if (!kept(i)) continue;
+      keys[o] = key_at(i);
+      values[o++] = value_at(i);
+    }
+  });
+  return offset[chunks];
+}
+
+}  // namespace
+
+void index::impl::load(std::vector<entry>& pairs) {
+  // Sorted by key; for a key given twice the later pair wins. Input already
+  // in key order (one parallel check) skips the sort; otherwise the CPU
+  // routing's radix sort orders (key, index), so equal keys keep their
+  // input order.
+  const std::size_t n = pairs.size();
+  static_assert(sizeof(entry) == 2 * sizeof(key_type), "entries are (key, value) pairs of two words");
+  scheduler::host_array<key_type> keys;
+  scheduler::host_array<value_type> values;
+  std::size_t m = 0;
+  const bool sorted = tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(1, std::max<std::size_t>(n, 1), std::size_t{1} << 16), true,
+      [&](const tbb::blocked_range<std::size_t>& r, bool ok) {
+        for (std::size_t i = r.begin(); i < r.end() && ok; ++i) ok = pairs[i - 1].key <= pairs[i].key;
+        return ok;
+      },
+      [](bool x, bool y) { return x && y; });
+  if (sorted) {
+    m = keep_last_of_runs(
+        n, [&](std::size_t i) { return pairs[i].key; }, [&](std::size_t i) { return pairs[i].value; }, keys.get(n),
+        values.get(n));
+  } else if (n < std::size_t{std::numeric_limits<std::uint32_t>::max()}) {
+    scheduler::host_array<key_type> sorted_keys;
+    scheduler::host_array<std::uint32_t> positions;
+    {
+      host::route_workspace work;
+      host::sort_keys(&pairs.data()->key, 2, n, sorted_keys.get(n), positions.get(n), work);
+    }
+    const key_type* sk = sorted_keys.data();
+    const std::uint32_t* pos = positions.data();
+    m = keep_last_of_runs(
+        n, [&](std::size_t i) { return sk[i]; }, [&](std::size_t i) { return pairs[pos[i]].value; }, keys.get(n),
+        values.get(n));
+  } else {  // positions need more than 32 bits
+    std::vector<std::pair<key_type, std::size_t>> order(n);
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n), [&](const tbb::blocked_range<std::size_t>& r) {
+      for (std::size_t i = r.begin(); i < r.end(); ++i) order[i] = {pairs[i].key, i};
+    });
+    tbb::parallel_sort(order.begin(), order.end());
+    m = keep_last_of_runs(
+        n, [&](std::size_t i) { return order[i].first; }, [&](std::size_t i) { return pairs[order[i].second].value; },
+        keys.get(n), values.get(n));
   }
   std::vector<entry>().swap(pairs);
-  store_ = host::leaf_store::bulk_load(keys.data(), values.data(), keys.size(), cfg_.leaf_fill);
+  store_ = host::leaf_store::bulk_load(keys.data(), values.data(), m, cfg_.leaf_fill);
   rebuild_table_from_store();
   ++inner_syncs_;
 }

@@ -211,4 +211,31 @@ TEST(RouteSorted, EmptyLayoutAndOversizedBatches) {
                std::length_error);
 }
 
+// sort_keys (the routing sort alone) over strided keys: (key, index) order,
+// equal keys in input order, for each key pattern and several sizes.
+TEST(SortKeys, StridedKeysInKeyThenIndexOrder) {
+  using test::key_pattern;
+  for (const key_pattern pattern :
+       {key_pattern::uniform, key_pattern::narrow, key_pattern::clustered, key_pattern::edges}) {
+    for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{3000},
+                                std::size_t{300000}}) {
+      test::key_source source(pattern, std::max<std::size_t>(n / 3, 4), n + 1);
+      std::vector<key_type> pairs(2 * n);  // (key, value) words: stride 2
+      for (std::size_t i = 0; i < n; ++i) pairs[2 * i] = source(), pairs[2 * i + 1] = ~key_type{0};
+      std::vector<std::uint32_t> want(n);
+      for (std::size_t i = 0; i < n; ++i) want[i] = static_cast<std::uint32_t>(i);
+      std::stable_sort(want.begin(), want.end(),
+                       [&](std::uint32_t a, std::uint32_t b) { return pairs[2 * a] < pairs[2 * b]; });
+      std::vector<key_type> keys(n);
+      std::vector<std::uint32_t> positions(n);
+      route_workspace ws;
+      sort_keys(pairs.data(), 2, n, keys.data(), positions.data(), ws);
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(positions[i], want[i]) << test::name(pattern) << " n " << n << " at " << i;
+        ASSERT_EQ(keys[i], pairs[2 * want[i]]) << test::name(pattern) << " n " << n << " at " << i;
+      }
+    }
+  }
+}
+
 }  // namespace

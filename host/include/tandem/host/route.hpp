@@ -56,6 +56,14 @@ void route_sorted(const inner_layout_view& v, const key_type* keys, const std::u
                   const std::uint8_t* types, std::size_t n, std::uint32_t first_position, routed_batch_view& out,
                   route_workspace& work);
 
+/// @brief Sorts n keys, key i at keys[i * stride], with their positions:
+///        keys_out/positions_out get (key, i) in ascending (key, i) order, so
+///        equal keys keep their input order. The radix sort of
+///        `route_sorted` without the descent. Parallel, waits.
+/// @throws std::length_error when n >= 2^32 (positions are u32).
+void sort_keys(const key_type* keys, std::size_t stride, std::size_t n, key_type* keys_out,
+               std::uint32_t* positions_out, route_workspace& work);
+
 /// @brief Sorts every group of a route that is grouped but not key-sorted by
 ///        (key, position), moving args/types along; sets out.key_sorted.
 ///        Parallel, waits.

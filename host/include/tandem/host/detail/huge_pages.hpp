@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <new>
+#include <type_traits>
+#include <utility>
 
 namespace tandem::host::detail {
 
@@ -24,6 +26,17 @@ struct huge_page_allocator {
   huge_page_allocator(const huge_page_allocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
   T* allocate(std::size_t n) { return static_cast<T*>(allocate_huge(n * sizeof(T))); }
   void deallocate(T* p, std::size_t) noexcept { free_huge(p); }
+  /// Elements made without arguments are default-initialised: a resize of
+  /// a vector of plain numbers leaves them unwritten, so its pages are first
+  /// touched by whoever fills them (in parallel), not zeroed by one thread.
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
   friend bool operator==(const huge_page_allocator&, const huge_page_allocator&) noexcept { return true; }
   friend bool operator!=(const huge_page_allocator&, const huge_page_allocator&) noexcept { return false; }
 };

@@ -54,9 +54,11 @@ basic_leaf_store<Bpa> basic_leaf_store<Bpa>::bulk_load(const key_type* keys, con
       std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(fill * static_cast<double>(Bpa::capacity))));
   const std::size_t count = (n + per_leaf - 1) / per_leaf;
   if (count >= no_leaf) throw error("leaf_store::bulk_load: too many leaves for 32-bit leaf ids");
-  store.leaves_.grow_by(count - 1);
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count), [&](const tbb::blocked_range<std::size_t>& r) {
-    for (std::size_t i = r.begin(); i < r.end(); ++i) {
+  // Leaf i takes keys [i * per_leaf, ...). The leaves are appended by
+  // concurrent grow_by calls, so that their memory (huge pages, zeroed when
+  // first touched) is first touched by many threads; leaf 0 exists already.
+  auto assign = [&](std::size_t first, std::size_t last) {
+    for (std::size_t i = first; i < last; ++i) {
       const std::size_t begin = i * per_leaf;
       const std::size_t end = std::min(n, begin + per_leaf);
       leaf_type& l = store.leaves_[i];
@@ -65,6 +67,13 @@ basic_leaf_store<Bpa> basic_leaf_store<Bpa>::bulk_load(const key_type* keys, con
       l.high = i + 1 == count ? max_key : keys[end] - 1;
       l.right = i + 1 == count ? no_leaf : static_cast<leaf_id>(i + 1);
     }
+  };
+  assign(0, 1);
+  constexpr std::size_t grow_grain = 64;
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(1, count, grow_grain), [&](const tbb::blocked_range<std::size_t>& r) {
+    const auto at = store.leaves_.grow_by(r.size());
+    const auto first = static_cast<std::size_t>(at - store.leaves_.begin());
+    assign(first, first + r.size());
   });
   return store;
 }
