@@ -143,8 +143,8 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->type_name("W")
       ->capture_default_str();
   app.add_option("--dist,-d", opt.dist,
-                 "Which loaded keys the ops use, by rank in key order: uniform; zipf (YCSB scrambled zipfian, "
-                 "constant 0.99); sequential (walks the keys in order)")
+                 "Which loaded keys the ops use: uniform; zipf (YCSB scrambled zipfian, constant 0.99: popular "
+                 "ranks scattered over the keys by FNV); sequential (walks the keys in key order)")
       ->transform(CLI::IsMember({"uniform", "zipf", "sequential"}, CLI::ignore_case))
       ->type_name("D")
       ->capture_default_str();

@@ -79,28 +79,29 @@ class zipfian {
   double zetan_ = 0, alpha_ = 0, eta_ = 0, second_ = 0;
 };
 
-/// Draws `need` distinct keys, none of them 0 or UINT64_MAX, in random order.
+/// `need` distinct keys, none of them 0 or UINT64_MAX, in a random order:
+/// splitmix64 is a bijection of the 64-bit integers (an added constant,
+/// xor-shifts and odd multipliers), so the images of distinct counters are
+/// distinct and no duplicate check is needed. Generated in parallel.
 std::vector<key_type> distinct_random_keys(std::uint64_t need, std::uint64_t seed) {
-  std::mt19937_64 rng(splitmix64(seed));
-  std::vector<key_type> raw;
-  raw.reserve(need);
-  for (;;) {
-    while (raw.size() < need) raw.push_back(rng());
-    std::vector<key_type> sorted = raw;
-    tbb::parallel_sort(sorted.begin(), sorted.end());
-    std::vector<key_type> bad;  // duplicates and the two edge keys (added by the caller)
-    for (std::size_t i = 0; i + 1 < sorted.size(); ++i) {
-      if (sorted[i] == sorted[i + 1] && (bad.empty() || bad.back() != sorted[i])) bad.push_back(sorted[i]);
-    }
-    if (!sorted.empty() && sorted.front() == 0) bad.push_back(0);
-    if (!sorted.empty() && sorted.back() == tandem::max_key) bad.push_back(tandem::max_key);
-    if (bad.empty()) return raw;
-    std::sort(bad.begin(), bad.end());
-    // Astronomically rare with 64-bit keys: drop every copy, draw again.
-    raw.erase(std::remove_if(raw.begin(), raw.end(),
-                             [&](key_type k) { return std::binary_search(bad.begin(), bad.end(), k); }),
-              raw.end());
-  }
+  const std::uint64_t base = splitmix64(seed);
+  // Two counters more: at most two images are 0 or UINT64_MAX, and those
+  // are dropped.
+  std::vector<key_type> keys(need + 2);
+  tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, need + 2), [&](const tbb::blocked_range<std::uint64_t>& r) {
+    for (std::uint64_t i = r.begin(); i < r.end(); ++i) keys[i] = splitmix64(base + i);
+  });
+  auto edge = [](key_type k) { return k == tandem::min_key || k == tandem::max_key; };
+  const bool any_edge = tbb::parallel_reduce(
+      tbb::blocked_range<std::uint64_t>(0, keys.size()), false,
+      [&](const tbb::blocked_range<std::uint64_t>& r, bool found) {
+        for (std::uint64_t i = r.begin(); i < r.end() && !found; ++i) found = edge(keys[i]);
+        return found;
+      },
+      [](bool x, bool y) { return x || y; });
+  if (any_edge) keys.erase(std::remove_if(keys.begin(), keys.end(), edge), keys.end());
+  keys.resize(need);
+  return keys;
 }
 
 bool writes_new_keys(workload_kind w) { return w == workload_kind::load || w == workload_kind::e; }
@@ -224,9 +225,15 @@ dataset make_dataset(const workload_spec& spec) {
     for (std::size_t i = r.begin(); i < r.end(); ++i) ds.load_values[i] = load_value(ds.load_keys[i]);
   });
 
-  // Ranks in key order: the distributions pick a rank, the op gets that key.
-  std::vector<key_type> sorted = ds.load_keys;
-  tbb::parallel_sort(sorted.begin(), sorted.end());
+  // The distributions pick a rank and the op gets that key: ranks in key
+  // order for the sequential walk, else in load order (random already: no
+  // sort needed for uniform or zipf picks).
+  std::vector<key_type> by_rank;
+  if (spec.dist == key_dist::sequential) {
+    by_rank = ds.load_keys;
+    tbb::parallel_sort(by_rank.begin(), by_rank.end());
+  }
+  const std::vector<key_type>& ranked = spec.dist == key_dist::sequential ? by_rank : ds.load_keys;
 
   std::unique_ptr<zipfian> zipf;
   if (spec.dist == key_dist::zipf) zipf = std::make_unique<zipfian>(n, zipf_theta);
@@ -239,11 +246,11 @@ dataset make_dataset(const workload_spec& spec) {
     auto pick = [&](std::uint64_t op_no) -> key_type {
       switch (spec.dist) {
         case key_dist::uniform:
-          return sorted[below(rng, n)];
+          return ranked[below(rng, n)];
         case key_dist::zipf:
-          return sorted[fnv64(zipf->next(unit(rng))) % n];
+          return ranked[fnv64(zipf->next(unit(rng))) % n];
         case key_dist::sequential:
-          return sorted[op_no % n];
+          return ranked[op_no % n];
       }
       return 0;
     };
