@@ -82,6 +82,15 @@ void index::impl::enqueue(job* j) {
   wake_.notify_one();
 }
 
+void index::impl::load_and_wait(const load_input& in) {
+  auto j = std::make_unique<job>();
+  j->type = job::kind::load;
+  j->pairs = in;
+  std::future<void> done = j->finished.get_future();
+  enqueue(j.release());
+  done.get();
+}
+
 void index::impl::set_share(double share) {
   if (std::isnan(share) || share < 0.0 || share > 1.0) {
     throw std::invalid_argument("tandem::index::set_gpu_share: the share must be in [0, 1], got " +

@@ -15,23 +15,16 @@ index::index(const config& cfg) : impl_(std::make_unique<impl>(cfg)) {}
 index::~index() = default;
 
 void index::load(const key_type* keys, const value_type* values, std::size_t n) {
-  std::vector<entry> pairs(n);
-  for (std::size_t i = 0; i < n; ++i) pairs[i] = {keys[i], values[i]};
-  auto j = std::make_unique<job>();
-  j->type = job::kind::load;
-  j->pairs = std::move(pairs);
-  std::future<void> done = j->finished.get_future();
-  impl_->enqueue(j.release());
-  done.get();
+  if (n != 0 && (keys == nullptr || values == nullptr)) {
+    throw std::invalid_argument("tandem::index::load: null keys or values for " + std::to_string(n) + " pairs");
+  }
+  impl_->load_and_wait({keys, values, 1, n});
 }
 
 void index::load(const std::vector<entry>& entries) {
-  auto j = std::make_unique<job>();
-  j->type = job::kind::load;
-  j->pairs = entries;
-  std::future<void> done = j->finished.get_future();
-  impl_->enqueue(j.release());
-  done.get();
+  static_assert(sizeof(entry) == 2 * sizeof(key_type), "entries are (key, value) pairs of two words");
+  if (entries.empty()) return impl_->load_and_wait({});
+  impl_->load_and_wait({&entries.front().key, &entries.front().value, 2, entries.size()});
 }
 
 std::future<batch_result> index::submit(batch b) {

@@ -50,11 +50,21 @@ inline double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
+/// The pairs of a load, read where the caller keeps them (`index::load`
+/// waits for the load, so they outlive it): pair i is keys[i * stride],
+/// values[i * stride].
+struct load_input {
+  const key_type* keys = nullptr;
+  const value_type* values = nullptr;
+  std::size_t stride = 1;
+  std::size_t n = 0;
+};
+
 /// One unit of work in the queue: a batch, a load, or a barrier.
 struct job {
   enum class kind { batch, load, barrier } type = kind::batch;
   tandem::batch ops;
-  std::vector<entry> pairs;            // load
+  load_input pairs;                    // load
   std::promise<batch_result> promise;  // batch via submit(b)
   index::callback done;                // batch via submit(b, cb)
   std::promise<void> finished;         // load, barrier
@@ -161,6 +171,8 @@ class index::impl {
   ~impl();
 
   void enqueue(job* j);
+  /// Queues a load of pairs read in place and waits for it (so they outlive it).
+  void load_and_wait(const load_input& in);
   std::size_t size() const { return keys_.load(std::memory_order_acquire); }
   void set_share(double share);
   void set_auto_share() { auto_share_.store(true); }
@@ -202,7 +214,7 @@ class index::impl {
   void set_layout(std::shared_ptr<const inner_layout> l);
   void inner_sync(std::vector<host::split_record>& splits);
   void rebuild_table_from_store();
-  void load(std::vector<entry>& pairs);
+  void load(const load_input& in);
 
   // stats.cpp
   void publish_stats(const prepared* p, bool failed, std::uint64_t splits);

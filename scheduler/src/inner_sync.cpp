@@ -144,50 +144,48 @@ std::size_t keep_last_of_runs(std::size_t n, KeyAt key_at, ValueAt value_at, key
 
 }  // namespace
 
-void index::impl::load(std::vector<entry>& pairs) {
+void index::impl::load(const load_input& in) {
   // Sorted by key; for a key given twice the later pair wins. Input already
   // in key order (one parallel check) skips the sort; otherwise the CPU
   // routing's radix sort orders (key, index), so equal keys keep their
-  // input order.
-  const std::size_t n = pairs.size();
-  static_assert(sizeof(entry) == 2 * sizeof(key_type), "entries are (key, value) pairs of two words");
+  // input order. The pairs are read where the caller keeps them.
+  const std::size_t n = in.n, stride = in.stride;
+  auto key_of = [&](std::size_t i) { return in.keys[i * stride]; };
+  auto value_of = [&](std::size_t i) { return in.values[i * stride]; };
   scheduler::host_array<key_type> keys;
   scheduler::host_array<value_type> values;
   std::size_t m = 0;
   const bool sorted = tbb::parallel_reduce(
       tbb::blocked_range<std::size_t>(1, std::max<std::size_t>(n, 1), std::size_t{1} << 16), true,
       [&](const tbb::blocked_range<std::size_t>& r, bool ok) {
-        for (std::size_t i = r.begin(); i < r.end() && ok; ++i) ok = pairs[i - 1].key <= pairs[i].key;
+        for (std::size_t i = r.begin(); i < r.end() && ok; ++i) ok = key_of(i - 1) <= key_of(i);
         return ok;
       },
       [](bool x, bool y) { return x && y; });
   if (sorted) {
-    m = keep_last_of_runs(
-        n, [&](std::size_t i) { return pairs[i].key; }, [&](std::size_t i) { return pairs[i].value; }, keys.get(n),
-        values.get(n));
+    m = keep_last_of_runs(n, key_of, value_of, keys.get(n), values.get(n));
   } else if (n < std::size_t{std::numeric_limits<std::uint32_t>::max()}) {
     scheduler::host_array<key_type> sorted_keys;
     scheduler::host_array<std::uint32_t> positions;
     {
       host::route_workspace work;
-      host::sort_keys(&pairs.data()->key, 2, n, sorted_keys.get(n), positions.get(n), work);
+      host::sort_keys(in.keys, stride, n, sorted_keys.get(n), positions.get(n), work);
     }
     const key_type* sk = sorted_keys.data();
     const std::uint32_t* pos = positions.data();
     m = keep_last_of_runs(
-        n, [&](std::size_t i) { return sk[i]; }, [&](std::size_t i) { return pairs[pos[i]].value; }, keys.get(n),
+        n, [&](std::size_t i) { return sk[i]; }, [&](std::size_t i) { return value_of(pos[i]); }, keys.get(n),
         values.get(n));
   } else {  // positions need more than 32 bits
     std::vector<std::pair<key_type, std::size_t>> order(n);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n), [&](const tbb::blocked_range<std::size_t>& r) {
-      for (std::size_t i = r.begin(); i < r.end(); ++i) order[i] = {pairs[i].key, i};
+      for (std::size_t i = r.begin(); i < r.end(); ++i) order[i] = {key_of(i), i};
     });
     tbb::parallel_sort(order.begin(), order.end());
     m = keep_last_of_runs(
-        n, [&](std::size_t i) { return order[i].first; }, [&](std::size_t i) { return pairs[order[i].second].value; },
+        n, [&](std::size_t i) { return order[i].first; }, [&](std::size_t i) { return value_of(order[i].second); },
         keys.get(n), values.get(n));
   }
-  std::vector<entry>().swap(pairs);
   store_ = host::leaf_store::bulk_load(keys.data(), values.data(), m, cfg_.leaf_fill);
   rebuild_table_from_store();
   ++inner_syncs_;

@@ -73,9 +73,13 @@ class index {
   index(const index&) = delete;
   index& operator=(const index&) = delete;
 
-  /// @brief Replaces the contents with `n` pairs in any order (parallel
-  ///        sort); for a key given twice the later pair wins. Runs in queue
-  ///        order like a batch and waits for it.
+  /// @brief Replaces the contents with `n` pairs in any order; for a key
+  ///        given twice the later pair wins. Runs in queue order like a batch
+  ///        and waits for it. The pairs are read where they are, not copied:
+  ///        they must not change until `load` returns. Pairs already in key
+  ///        order are detected (one parallel pass) and not sorted; others
+  ///        are radix-sorted in parallel.
+  /// @throws std::invalid_argument when n > 0 and keys or values is null.
   void load(const key_type* keys, const value_type* values, std::size_t n);
   void load(const std::vector<entry>& entries);
 
