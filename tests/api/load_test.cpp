@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -120,6 +121,20 @@ TEST_P(LoadTest, MatchesTheModelLaterDuplicateWins) {
       }
     }
   }
+}
+
+TEST(Load, NullArraysAreRefusedAndChangeNothing) {
+  config cfg;
+  cfg.device = device_kind::cpu;
+  tandem::index idx(cfg);
+  idx.execute(batch{}.put(1, 10));
+  const key_type k = 2;
+  const value_type v = 20;
+  EXPECT_THROW(idx.load(nullptr, &v, 1), std::invalid_argument);
+  EXPECT_THROW(idx.load(&k, nullptr, 1), std::invalid_argument);
+  EXPECT_EQ(idx.size(), 1u);
+  EXPECT_NO_THROW(idx.load(nullptr, nullptr, 0));
+  EXPECT_EQ(idx.size(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
