@@ -269,9 +269,9 @@ void patch_counts(const leaf_store& store, const batch& b, const range_op* rg, s
 
 }  // namespace
 
-void read_ranges(const leaf_store& store, const batch& b, const range_op* rg, std::size_t ranges,
-                 const write_list& w, value_type* values, std::uint8_t* found, key_type* answer_keys,
-                 std::vector<std::vector<entry>>& scan_out) {
+void read_ranges(const leaf_store& store, const batch& b, const std::uint32_t* scan_slot, const range_op* rg,
+                 std::size_t ranges, const write_list& w, value_type* values, std::uint8_t* found,
+                 key_type* answer_keys, std::vector<std::vector<entry>>& scan_out) {
   if (ranges == 0) return;
   const key_type* lo = b.keys();
   const std::uint64_t* hi = b.args();
@@ -293,7 +293,7 @@ void read_ranges(const leaf_store& store, const batch& b, const range_op* rg, st
           values[o.index] = one.empty() ? 0 : one[0].value;
           break;
         case op_type::scan: {
-          const scan_spec* spec = b.find_scan(p);
+          const scan_spec* spec = &b.scans()[scan_slot[p]];
           if (spec->order == scan_order::ordered) {
             reader.ordered(o.leaf, lo[p], hi[p], spec->limit, p, out);
           } else {

@@ -107,6 +107,8 @@ struct route_space {
   host::route_workspace cpu_work;  // work arrays of CPU routing
   scheduler::host_array<value_type> answers;     // leaf-phase answers in routed order
   scheduler::host_array<std::uint8_t> found;
+  // Per batch position: the scan's entry of batch::scans() (scan ops only).
+  scheduler::host_array<std::uint32_t> scan_slot;
   void set_kind(scheduler::memory_kind k) {
     final_route.set_kind(k);
     gpu_side.set_kind(k);

@@ -20,6 +20,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   in.n = n;
   in.leaf_ids = p.version->leaf_ids().data();
   in.ops = &b;
+  in.scan_slot = sp.scan_slot.data();
   in.status = p.columns->status;
   in.gets_only = p.gets_only;
   const host::sorted_answers sorted{sp.answers.get(n), sp.found.get(n)};

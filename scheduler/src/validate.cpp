@@ -51,6 +51,13 @@ void index::impl::validate(prepared& p) {
   const op_type* types = b.types();
   const key_type* lo = b.keys();
   const std::uint64_t* hi = b.args();
+  // Each scan's entry of the scan table by position: later stages find a
+  // scan's limit and order in O(1).
+  const std::vector<scan_spec>& scans = b.scans();
+  std::uint32_t* slot = scans.empty() ? nullptr : p.space->scan_slot.get(n);
+  tbb::parallel_for(std::size_t{0}, scans.size(), [&](std::size_t s) {
+    slot[scans[s].index] = static_cast<std::uint32_t>(s);
+  });
   tbb::enumerable_thread_specific<check_state> checks;
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, std::size_t{1} << 16),
                     [&](const tbb::blocked_range<std::size_t>& r) {
@@ -78,10 +85,10 @@ void index::impl::validate(prepared& p) {
                           c.bad.emplace_back(i, op_text(i, t) + ": lo " + std::to_string(lo[i]) + " > hi " +
                                                     std::to_string(hi[i]));
                         } else if (t == op_type::scan) {
-                          const scan_spec* s = b.find_scan(i);
-                          if (s->limit > max_scan_limit) {
+                          const scan_spec& s = scans[slot[i]];
+                          if (s.limit > max_scan_limit) {
                             status[i] = op_status::invalid;
-                            c.bad.emplace_back(i, op_text(i, t) + ": limit " + std::to_string(s->limit) +
+                            c.bad.emplace_back(i, op_text(i, t) + ": limit " + std::to_string(s.limit) +
                                                       " exceeds max_scan_limit " + std::to_string(max_scan_limit));
                           }
                         }

@@ -48,8 +48,15 @@ struct leaf_phase_input {
   std::size_t n = 0;                    ///< ops routed (the batch's size)
   const leaf_id* leaf_ids = nullptr;    ///< ordinal -> leaf of the routing version
   const batch* ops = nullptr;           ///< the batch (hi, limit, order of range ops)
+  /// For each scan op's position, its entry of ops->scans() (other positions
+  /// unspecified): O(1) where batch::find_scan bisects.
+  const std::uint32_t* scan_slot = nullptr;
   const op_status* status = nullptr;    ///< batch order; invalid ops are skipped
   bool gets_only = false;               ///< every op is a get (routes->types may be null)
+
+  [[nodiscard]] const scan_spec& scan_at(std::uint32_t position) const noexcept {
+    return ops->scans()[scan_slot[position]];
+  }
 };
 
 /// Answers in routed order (arrays of n, from the caller's pools).

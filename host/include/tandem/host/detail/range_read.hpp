@@ -40,9 +40,10 @@ struct write_list {
 
 /// Answers the range ops rg[0..ranges) at their routed index: values and
 /// found flags; lower_bound keys into answer_keys; scan entries into
-/// scan_out[r] (resized to at least `ranges`). Parallel, waits.
-void read_ranges(const leaf_store& store, const batch& b, const range_op* rg, std::size_t ranges,
-                 const write_list& writes, value_type* values, std::uint8_t* found, key_type* answer_keys,
-                 std::vector<std::vector<entry>>& scan_out);
+/// scan_out[r] (resized to at least `ranges`). scan_slot[p]: the entry of
+/// b.scans() of the scan at position p. Parallel, waits.
+void read_ranges(const leaf_store& store, const batch& b, const std::uint32_t* scan_slot, const range_op* rg,
+                 std::size_t ranges, const write_list& writes, value_type* values, std::uint8_t* found,
+                 key_type* answer_keys, std::vector<std::vector<entry>>& scan_out);
 
 }  // namespace tandem::host::detail
