@@ -105,10 +105,13 @@ int main(int argc, char** argv) {
   const std::string share_text = share_string(share);
   const std::uint64_t nb = (spec.ops + spec.batch - 1) / spec.batch;
   const std::uint64_t warmup = opt.warmup == "auto" ? 4 : *parse_count(opt.warmup);
-  // Workloads with writes warm up with inserts of present keys too, so that
-  // the write path's batch arrays (args, types) are in the pools as well.
-  const bool warmup_writes = spec.kind != workload_kind::c && spec.kind != workload_kind::scan;
-  const char* const warmup_what = warmup_writes ? "gets and inserts of loaded keys (present: no change)" : "gets";
+  // Warm-up batches go the workload's way (its writes replaced by inserts of
+  // present keys), so that every pool the timed run needs is filled.
+  const char* const warmup_what =
+      spec.kind == workload_kind::c      ? "gets"
+      : spec.kind == workload_kind::scan ? "the workload's scans"
+      : spec.kind == workload_kind::e    ? "the workload's scans and inserts of loaded keys (present: no change)"
+                                         : "gets and inserts of loaded keys (present: no change)";
   // Sweep points: 0, 0.1, ..., 1, then auto (empty).
   std::vector<std::optional<double>> points;
   if (sweeping) {
@@ -164,7 +167,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<tandem::op>> warm;
   try {
     ds = make_dataset(spec);
-    warm = make_warmup_batches(ds, spec.batch, warmup, spec.seed, warmup_writes);
+    warm = make_warmup_batches(ds, spec, warmup);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem-bench: %s\n", e.what());
     return 1;

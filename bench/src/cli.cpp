@@ -250,8 +250,9 @@ int parse_command_line(int argc, char** argv, options& opt) {
           ->type_name("WHAT");
   share_opt->excludes(sweep_opt);
   app.add_option("--warmup", opt.warmup,
-                 "Untimed batches of --batch gets of loaded keys (for workloads with writes, every other op an "
-                 "insert of a loaded key: present, so they change nothing) run on tandem before each timed run: "
+                 "Untimed batches of --batch ops on loaded keys in the workload's mix of reads (C: gets; A, B, "
+                 "load: gets and, every other op, an insert of a loaded key: present, so it changes nothing; E "
+                 "and scan: their scans, E with 5% such inserts) run on tandem before each timed run: "
                  "they fill the index's batch memory pools (first touch of fresh pages), warm the GPU and let the "
                  "auto share converge, so the timed run shows the steady state. auto: 4 (a batch through each of "
                  "the index's three route spaces, and the answer pool filled)")

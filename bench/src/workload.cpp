@@ -295,8 +295,8 @@ dataset make_dataset(const workload_spec& spec) {
   return ds;
 }
 
-std::vector<std::vector<op>> make_warmup_batches(const dataset& ds, std::uint64_t batch, std::uint64_t count,
-                                                 std::uint64_t seed, bool with_writes) {
+std::vector<std::vector<op>> make_warmup_batches(const dataset& ds, const workload_spec& spec, std::uint64_t count) {
+  const std::uint64_t batch = spec.batch, seed = spec.seed;
   std::vector<std::vector<op>> out(count);
   const std::uint64_t n = ds.load_keys.size();
   if (n == 0) return out;
@@ -306,9 +306,30 @@ std::vector<std::vector<op>> make_warmup_batches(const dataset& ds, std::uint64_
     ops.reserve(batch);
     for (std::uint64_t i = 0; i < batch; ++i) {
       const tandem::key_type k = ds.load_keys[below(rng, n)];
-      const bool insert = with_writes && i % 2 == 1;
-      ops.push_back({k, insert ? load_value(k) : 0, 0, insert ? op_type::insert : op_type::get,
-                     tandem::scan_order::ordered});
+      switch (spec.kind) {
+        case workload_kind::c:
+          ops.push_back({k, 0, 0, op_type::get, tandem::scan_order::ordered});
+          break;
+        case workload_kind::a:
+        case workload_kind::b:
+        case workload_kind::load:
+          if (i % 2 == 1) {
+            ops.push_back({k, load_value(k), 0, op_type::insert, tandem::scan_order::ordered});
+          } else {
+            ops.push_back({k, 0, 0, op_type::get, tandem::scan_order::ordered});
+          }
+          break;
+        case workload_kind::e:
+          if (i % 20 == 19) {
+            ops.push_back({k, load_value(k), 0, op_type::insert, tandem::scan_order::ordered});
+          } else {
+            ops.push_back({k, tandem::max_key, 1 + below(rng, e_max_scan), op_type::scan, tandem::scan_order::ordered});
+          }
+          break;
+        case workload_kind::scan:
+          ops.push_back({k, tandem::max_key, spec.scan_length, op_type::scan, spec.order});
+          break;
+      }
     }
   });
   return out;

@@ -62,14 +62,14 @@ struct dataset {
 [[nodiscard]] dataset make_dataset(const workload_spec& spec);
 
 /// `count` batches of `batch` ops on uniformly drawn loaded keys (own seed,
-/// apart from the measured ops): gets, and with `with_writes` every other op
-/// an insert of the loaded key, which is present (no workload erases), so it
-/// changes nothing. Untimed warm-up batches that route like any batch (with
-/// writes: args and types too, through the write path of the leaves) but
-/// change nothing, so they may run before a measured run of any workload
-/// without changing its answers.
-[[nodiscard]] std::vector<std::vector<tandem::op>> make_warmup_batches(const dataset& ds, std::uint64_t batch,
-                                                                       std::uint64_t count, std::uint64_t seed,
-                                                                       bool with_writes);
+/// apart from the measured ops), in the workload's mix of reads, with its
+/// writes replaced by inserts of loaded keys, which are present (no
+/// workload erases): C gets; A, B and load gets and such inserts, every
+/// other op; E and scan their scans (E with 5% such inserts). Untimed
+/// warm-up batches that go the workload's way through the index (args and
+/// types, scan output) but change nothing, so they may run before a
+/// measured run of any workload without changing its answers.
+[[nodiscard]] std::vector<std::vector<tandem::op>> make_warmup_batches(const dataset& ds, const workload_spec& spec,
+                                                                       std::uint64_t count);
 
 }  // namespace tandem_bench

@@ -45,7 +45,7 @@ std::size_t finish_ranges(const leaf_phase_workspace& ws, const routed_batch_vie
   columns.scan_begin.push_back(total);
   columns.scan_entries.resize(total);
   tbb::parallel_for(std::size_t{0}, scans.size(), [&](std::size_t s) {
-    const std::vector<entry>& from = ws.scan_output(scans[s].second);
+    const entry_span from = ws.scan_output(scans[s].second);
     std::copy(from.begin(), from.end(), columns.scan_entries.begin() + static_cast<std::ptrdiff_t>(columns.scan_begin[s]));
   });
   return total * sizeof(entry);

@@ -60,15 +60,15 @@ struct leaf_phase_workspace::buffers {
   ::tandem::host::detail::scratch<value_type> w_value;
   ::tandem::host::detail::scratch<op_type> w_type;
   ::tandem::host::detail::scratch<leaf_id> w_leaf;
-  std::vector<std::vector<entry>> scan_out;
+  ::tandem::host::detail::scan_buffers scan_out;
   tbb::enumerable_thread_specific<run_buffers> runs;
 };
 
 leaf_phase_workspace::leaf_phase_workspace() : buffers_(std::make_unique<buffers>()) {}
 leaf_phase_workspace::~leaf_phase_workspace() = default;
 const std::vector<range_op>& leaf_phase_workspace::ranges() const noexcept { return buffers_->ranges; }
-const std::vector<entry>& leaf_phase_workspace::scan_output(std::size_t r) const noexcept {
-  return buffers_->scan_out[r];
+entry_span leaf_phase_workspace::scan_output(std::size_t r) const noexcept {
+  return buffers_->scan_out.entries(r);
 }
 
 void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,

@@ -42,18 +42,18 @@ class range_reader {
  public:
   range_reader(const leaf_store& store, const write_list& writes) : store_(store), w_(writes) {}
 
-  /// Ordered: the first `limit` entries with lo <= key <= hi as of position p.
+  /// Ordered: appends to `out` the first `limit` entries with lo <= key <= hi
+  /// as of position p.
   void ordered(leaf_id start, key_type lo, key_type hi, std::uint64_t limit, std::uint32_t p,
-               std::vector<entry>& out) const {
-    out.clear();
+               entry_vector& out) const {
     if (limit == 0) return;
-    out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(limit, 128)));
+    const std::size_t base = out.size();
     std::size_t wi = w_.first_at_or_above(lo);
     const std::size_t wend = w_.first_above(hi);
     bool done = false;
     auto push = [&](key_type k, value_type v) {
       out.push_back({k, v});
-      done = out.size() >= limit;
+      done = out.size() - base >= limit;
     };
     // Written keys below `bound` not seen in the pre-batch state were absent.
     auto emit_written_below = [&](key_type bound, bool inclusive) {
@@ -85,11 +85,11 @@ class range_reader {
     emit_written_below(hi, true);
   }
 
-  /// Unordered: the same entries as `ordered`, in any order.
+  /// Unordered: appends the same entries as `ordered`, in any order.
   void unordered(leaf_id start, key_type lo, key_type hi, std::uint64_t limit, std::uint32_t p,
-                 std::vector<entry>& out) const {
-    out.clear();
+                 entry_vector& out) const {
     if (limit == 0) return;
+    const std::size_t base = out.size();
     const std::size_t wb = w_.first_at_or_above(lo);
     const std::size_t margin = w_.first_above(hi) - wb;  // each write removes at most one entry
     if (margin > limit) {  // the batch writes more here than the scan returns: merge in order
@@ -101,7 +101,7 @@ class range_reader {
       const auto& l = store_[id];
       l.data.map(std::max(lo, l.low), std::min(hi, l.high), [&](key_type k, value_type v) { out.push_back({k, v}); });
       if (l.high >= hi) break;
-      if (out.size() >= limit + margin) {
+      if (out.size() - base >= limit + margin) {
         boundary = l.high;  // every entry in [lo, boundary] is in `out`
         break;
       }
@@ -117,8 +117,9 @@ class range_reader {
                                          [&](std::size_t r, key_type key) { return w_.key[r] < key; });
         return it != runs.end() && w_.key[*it] == k ? static_cast<std::size_t>(it - runs.begin()) : runs.size();
       };
-      std::size_t kept = 0;
-      for (const entry& e : out) {
+      std::size_t kept = base;
+      for (std::size_t i = base; i < out.size(); ++i) {
+        const entry e = out[i];
         const std::size_t r = run_of(e.key);
         if (r == runs.size()) {
           out[kept++] = e;
@@ -135,10 +136,11 @@ class range_reader {
         if (s.present) out.push_back({w_.key[runs[r]], s.value});
       }
     }
-    if (out.size() > limit) {
-      const auto nth = out.begin() + static_cast<std::ptrdiff_t>(limit);
-      std::nth_element(out.begin(), nth, out.end(), [](const entry& a, const entry& b) { return a.key < b.key; });
-      out.resize(static_cast<std::size_t>(limit));
+    if (out.size() - base > limit) {
+      const auto first = out.begin() + static_cast<std::ptrdiff_t>(base);
+      const auto nth = first + static_cast<std::ptrdiff_t>(limit);
+      std::nth_element(first, nth, out.end(), [](const entry& a, const entry& b) { return a.key < b.key; });
+      out.resize(base + static_cast<std::size_t>(limit));
     }
   }
 
@@ -271,36 +273,40 @@ void patch_counts(const leaf_store& store, const batch& b, const range_op* rg, s
 
 void read_ranges(const leaf_store& store, const batch& b, const std::uint32_t* scan_slot, const range_op* rg,
                  std::size_t ranges, const write_list& w, value_type* values, std::uint8_t* found,
-                 key_type* answer_keys, std::vector<std::vector<entry>>& scan_out) {
+                 key_type* answer_keys, scan_buffers& out) {
   if (ranges == 0) return;
   const key_type* lo = b.keys();
   const std::uint64_t* hi = b.args();
-  if (scan_out.size() < ranges) scan_out.resize(ranges);
+  for (entry_vector& buffer : out.buffers) buffer.clear();
+  out.slices.assign(ranges, {});
   const range_reader reader(store, w);
   std::vector<std::size_t> counts;
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ranges), [&](const tbb::blocked_range<std::size_t>& r) {
-    std::vector<entry> one;
+    entry_vector& buffer = out.buffers.local();
     for (std::size_t i = r.begin(); i < r.end(); ++i) {
       const range_op& o = rg[i];
       const std::uint32_t p = o.pos;
-      std::vector<entry>& out = scan_out[i];
-      out.clear();
+      const std::size_t base = buffer.size();
       switch (o.type) {
-        case op_type::lower_bound:
-          reader.ordered(o.leaf, lo[p], max_key, 1, p, one);
-          found[o.index] = !one.empty();
-          answer_keys[o.index] = one.empty() ? 0 : one[0].key;
-          values[o.index] = one.empty() ? 0 : one[0].value;
+        case op_type::lower_bound: {
+          reader.ordered(o.leaf, lo[p], max_key, 1, p, buffer);
+          const bool hit = buffer.size() > base;
+          found[o.index] = hit;
+          answer_keys[o.index] = hit ? buffer[base].key : 0;
+          values[o.index] = hit ? buffer[base].value : 0;
+          buffer.resize(base);
           break;
+        }
         case op_type::scan: {
           const scan_spec* spec = &b.scans()[scan_slot[p]];
           if (spec->order == scan_order::ordered) {
-            reader.ordered(o.leaf, lo[p], hi[p], spec->limit, p, out);
+            reader.ordered(o.leaf, lo[p], hi[p], spec->limit, p, buffer);
           } else {
-            reader.unordered(o.leaf, lo[p], hi[p], spec->limit, p, out);
+            reader.unordered(o.leaf, lo[p], hi[p], spec->limit, p, buffer);
           }
-          values[o.index] = out.size();
-          found[o.index] = !out.empty();
+          out.slices[i] = {&buffer, base, buffer.size() - base};
+          values[o.index] = buffer.size() - base;
+          found[o.index] = buffer.size() > base;
           break;
         }
         case op_type::count:

@@ -88,7 +88,7 @@ class leaf_phase_workspace {
   /// The batch's range ops (valid ones), in routed order, after a run.
   [[nodiscard]] const std::vector<range_op>& ranges() const noexcept;
   /// Entries of range op r (scans only), after a run.
-  [[nodiscard]] const std::vector<entry>& scan_output(std::size_t r) const noexcept;
+  [[nodiscard]] entry_span scan_output(std::size_t r) const noexcept;
 
  private:
   std::unique_ptr<buffers> buffers_;

@@ -8,6 +8,8 @@
 #include <tandem/host/leaf_phase.hpp>
 #include <tandem/host/leaf_store.hpp>
 
+#include <oneapi/tbb/enumerable_thread_specific.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -38,12 +40,31 @@ struct write_list {
   }
 };
 
+/// Where the scans of a batch put their entries: each worker appends to its
+/// own buffer (kept, so steady-state batches allocate nothing), and a scan's
+/// entries are a slice of one buffer.
+struct scan_buffers {
+  struct slice {
+    const entry_vector* buffer = nullptr;
+    std::size_t offset = 0;
+    std::size_t count = 0;
+  };
+  tbb::enumerable_thread_specific<entry_vector> buffers;
+  std::vector<slice> slices;  ///< per range op
+
+  [[nodiscard]] entry_span entries(std::size_t r) const noexcept {
+    const slice& s = slices[r];
+    return s.count ? entry_span(s.buffer->data() + s.offset, s.count) : entry_span();
+  }
+};
+
 /// Answers the range ops rg[0..ranges) at their routed index: values and
 /// found flags; lower_bound keys into answer_keys; scan entries into
-/// scan_out[r] (resized to at least `ranges`). scan_slot[p]: the entry of
-/// b.scans() of the scan at position p. Parallel, waits.
+/// `out`: scan r's entries are out.slices[r] (into the workers' buffers,
+/// kept from batch to batch). scan_slot[p]: the entry of b.scans() of the
+/// scan at position p. Parallel, waits.
 void read_ranges(const leaf_store& store, const batch& b, const std::uint32_t* scan_slot, const range_op* rg,
                  std::size_t ranges, const write_list& writes, value_type* values, std::uint8_t* found,
-                 key_type* answer_keys, std::vector<std::vector<entry>>& scan_out);
+                 key_type* answer_keys, scan_buffers& out);
 
 }  // namespace tandem::host::detail
