@@ -6,10 +6,9 @@
 /// and let random reads of the leaves (gigabytes) miss the TLB far less
 /// often. Smaller allocations are cache-line aligned.
 
+#include <tandem/batch_result.hpp>
+
 #include <cstddef>
-#include <new>
-#include <type_traits>
-#include <utility>
 
 namespace tandem::host::detail {
 
@@ -17,26 +16,22 @@ namespace tandem::host::detail {
 void* allocate_huge(std::size_t bytes);
 void free_huge(void* p) noexcept;
 
-/// A standard allocator over `allocate_huge` (the leaf store's segments).
+/// A standard allocator over `allocate_huge` (the leaf store's segments, the
+/// routing's work items). Elements made without arguments are
+/// default-initialised (as by `tandem::detail::default_init_allocator`), so
+/// the pages of a resized vector are first touched by whoever fills them, in
+/// parallel, not zeroed by one thread.
 template <class T>
-struct huge_page_allocator {
-  using value_type = T;
+struct huge_page_allocator : tandem::detail::default_init_allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = huge_page_allocator<U>;
+  };
   huge_page_allocator() noexcept = default;
   template <class U>
   huge_page_allocator(const huge_page_allocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
   T* allocate(std::size_t n) { return static_cast<T*>(allocate_huge(n * sizeof(T))); }
   void deallocate(T* p, std::size_t) noexcept { free_huge(p); }
-  /// Elements made without arguments are default-initialised: a resize of
-  /// a vector of plain numbers leaves them unwritten, so its pages are first
-  /// touched by whoever fills them (in parallel), not zeroed by one thread.
-  template <class U>
-  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
   friend bool operator==(const huge_page_allocator&, const huge_page_allocator&) noexcept { return true; }
   friend bool operator!=(const huge_page_allocator&, const huge_page_allocator&) noexcept { return false; }
 };
