@@ -23,24 +23,24 @@ void scatter_answers(const std::uint32_t* positions, const value_type* values, c
   });
 }
 
-std::size_t finish_ranges(const leaf_phase_workspace& ws, const routed_batch_view& routes,
-                          const std::uint32_t* scan_slot, std::size_t scan_count, key_type* result_keys,
+std::size_t finish_ranges(const leaf_phase_workspace& ws, const leaf_phase_input& in, key_type* result_keys,
                           tandem::detail::answer_columns& columns) {
   const std::vector<range_op>& ranges = ws.ranges();
+  const routed_batch_view& routes = *in.routes;
   columns.scan_ops.clear();
   columns.scan_begin.clear();
   columns.scan_entries.clear();
   if (ranges.empty()) return 0;
   // Scans in batch order without a sort: the scan table is in batch order,
-  // and scan_slot gives each scan's place in it.
+  // and in.scan_slot gives each scan's place in it.
   constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-  std::vector<std::uint32_t> order(scan_count, none);  // range op of each scan-table entry
+  std::vector<std::uint32_t> order(in.ops->scans().size(), none);  // range op of each scan-table entry
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ranges.size(), std::size_t{1} << 12),
                     [&](const tbb::blocked_range<std::size_t>& r) {
                       for (std::size_t i = r.begin(); i < r.end(); ++i) {
                         const range_op& o = ranges[i];
                         if (o.type == op_type::lower_bound) result_keys[o.pos] = routes.keys[o.index];
-                        if (o.type == op_type::scan) order[scan_slot[o.pos]] = static_cast<std::uint32_t>(i);
+                        if (o.type == op_type::scan) order[in.scan_slot[o.pos]] = static_cast<std::uint32_t>(i);
                       }
                     });
   std::size_t scans = 0;

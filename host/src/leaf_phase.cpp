@@ -158,8 +158,8 @@ void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answer
     tbb::parallel_for(std::size_t{0}, g_count, [&](std::size_t g) {
       if (ws.has_ordered_read[g]) store[in.leaf_ids[rt.group_ordinal[g]]].data.sort();  // scans then copy nothing
     });
-    ::tandem::host::detail::read_ranges(store, *in.ops, in.scan_slot, ws.ranges.data(), ranges, wl, out.values,
-                                        out.found, rt.keys, ws.scan_out);
+    ::tandem::host::detail::read_ranges(store, in, ws.ranges.data(), ranges, wl, out.values, out.found, rt.keys,
+                                        ws.scan_out);
   }
   report.read = seconds_since(t0);
 

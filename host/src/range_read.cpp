@@ -271,10 +271,11 @@ void patch_counts(const leaf_store& store, const batch& b, const range_op* rg, s
 
 }  // namespace
 
-void read_ranges(const leaf_store& store, const batch& b, const std::uint32_t* scan_slot, const range_op* rg,
-                 std::size_t ranges, const write_list& w, value_type* values, std::uint8_t* found,
-                 key_type* answer_keys, scan_buffers& out) {
+void read_ranges(const leaf_store& store, const leaf_phase_input& in, const range_op* rg, std::size_t ranges,
+                 const write_list& w, value_type* values, std::uint8_t* found, key_type* answer_keys,
+                 scan_buffers& out) {
   if (ranges == 0) return;
+  const batch& b = *in.ops;
   const key_type* lo = b.keys();
   const std::uint64_t* hi = b.args();
   for (entry_vector& buffer : out.buffers) buffer.clear();
@@ -298,11 +299,11 @@ void read_ranges(const leaf_store& store, const batch& b, const std::uint32_t* s
           break;
         }
         case op_type::scan: {
-          const scan_spec* spec = &b.scans()[scan_slot[p]];
-          if (spec->order == scan_order::ordered) {
-            reader.ordered(o.leaf, lo[p], hi[p], spec->limit, p, buffer);
+          const scan_spec& spec = in.scan_at(p);
+          if (spec.order == scan_order::ordered) {
+            reader.ordered(o.leaf, lo[p], hi[p], spec.limit, p, buffer);
           } else {
-            reader.unordered(o.leaf, lo[p], hi[p], spec->limit, p, buffer);
+            reader.unordered(o.leaf, lo[p], hi[p], spec.limit, p, buffer);
           }
           out.slices[i] = {&buffer, base, buffer.size() - base};
           values[o.index] = buffer.size() - base;

@@ -19,13 +19,13 @@ namespace tandem::host {
 
 namespace {
 
-/// One op of a group being sorted: (key, position) in one 16-byte item, the
-/// key in the high word so one u128 comparison orders both.
-__extension__ typedef unsigned __int128 sort_item;
+/// (key, position) in one 16-byte item, the key in the high word so one u128
+/// comparison orders both.
+using item = route_workspace::item;
 
 /// Sorts group [b, e) of `out` by (key, position), unless it already is;
 /// args and types follow their positions.
-void sort_group(routed_batch_view& out, std::size_t b, std::size_t e, std::vector<sort_item>& tmp,
+void sort_group(routed_batch_view& out, std::size_t b, std::size_t e, std::vector<item>& tmp,
                 std::vector<std::uint64_t>& moved_args, std::vector<std::uint8_t>& moved_types) {
   bool sorted = true;
   for (std::size_t i = b + 1; i < e && sorted; ++i) {
@@ -37,7 +37,7 @@ void sort_group(routed_batch_view& out, std::size_t b, std::size_t e, std::vecto
   // The low word carries the position and the op's index inside the group
   // (to move args and types along): both fit 32 bits.
   for (std::size_t i = 0; i < m; ++i) {
-    tmp[i] = (sort_item{out.keys[b + i]} << 64) | (std::uint64_t{out.positions[b + i]} << 32) | i;
+    tmp[i] = (item{out.keys[b + i]} << 64) | (std::uint64_t{out.positions[b + i]} << 32) | i;
   }
   std::sort(tmp.begin(), tmp.end());
   const bool extra = out.args != nullptr;
@@ -46,7 +46,7 @@ void sort_group(routed_batch_view& out, std::size_t b, std::size_t e, std::vecto
     moved_types.assign(out.types + b, out.types + e);
   }
   for (std::size_t i = 0; i < m; ++i) {
-    const sort_item t = tmp[i];
+    const item t = tmp[i];
     out.keys[b + i] = static_cast<key_type>(t >> 64);
     out.positions[b + i] = static_cast<std::uint32_t>(static_cast<std::uint64_t>(t) >> 32);
     if (extra) {
@@ -61,7 +61,7 @@ constexpr std::size_t sort_group_grain = 64;
 
 /// Per worker thread, kept: sorting a group allocates nothing once warm.
 struct sort_buffers {
-  std::vector<sort_item> items;
+  std::vector<item> items;
   std::vector<std::uint64_t> args;
   std::vector<std::uint8_t> types;
 };
@@ -81,8 +81,6 @@ void sort_groups(routed_batch_view& out) {
 }
 
 namespace {
-
-using item = route_workspace::item;
 
 // Pass 1 aims at 2^bucket_bits_target items per bucket (in L2 while it is
 // sorted) and has at most 2^bucket_bits_max buckets (write streams per

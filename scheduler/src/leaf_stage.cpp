@@ -44,8 +44,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   if (!p.gpu_scatter) host::scatter_answers(p.routes.positions, sorted.values, sorted.found, n, cols.values, cols.found);
   p.result_keys = p.j->ops.take_keys();
   p.bytes.complete = n * (sizeof(std::uint32_t) + 2 * (sizeof(value_type) + 1)) +
-                     host::finish_ranges(leaf_ws_, p.routes, sp.scan_slot.data(), b.scans().size(), p.result_keys.data(),
-                                         cols);
+                     host::finish_ranges(leaf_ws_, in, p.result_keys.data(), cols);
   p.times.complete = seconds_since(t0);
   {
     std::lock_guard<std::mutex> lock(policy_mutex_);

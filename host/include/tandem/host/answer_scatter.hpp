@@ -24,14 +24,12 @@ namespace tandem::host {
 void scatter_answers(const std::uint32_t* positions, const value_type* values, const std::uint8_t* found,
                      std::size_t n, value_type* values_out, std::uint8_t* found_out);
 
-/// @brief Writes the lower_bound keys (from routes.keys at their routed
-///        index) into `result_keys` and every scan's entries, in batch
-///        order, into `columns` (scan_ops, scan_begin, scan_entries).
-///        scan_slot[p]: the place in the batch's scan table (scan_count
-///        entries, in batch order) of the scan at position p.
+/// @brief After `run_leaf_phase(…, in, …, ws)`: writes the lower_bound keys
+///        (from in.routes->keys at their routed index) into `result_keys`
+///        and every scan's entries, in batch order, into `columns`
+///        (scan_ops, scan_begin, scan_entries).
 /// @return bytes written.
-std::size_t finish_ranges(const leaf_phase_workspace& ws, const routed_batch_view& routes,
-                          const std::uint32_t* scan_slot, std::size_t scan_count, key_type* result_keys,
+std::size_t finish_ranges(const leaf_phase_workspace& ws, const leaf_phase_input& in, key_type* result_keys,
                           tandem::detail::answer_columns& columns);
 
 }  // namespace tandem::host

@@ -61,10 +61,10 @@ struct scan_buffers {
 /// Answers the range ops rg[0..ranges) at their routed index: values and
 /// found flags; lower_bound keys into answer_keys; scan entries into
 /// `out`: scan r's entries are out.slices[r] (into the workers' buffers,
-/// kept from batch to batch). scan_slot[p]: the entry of b.scans() of the
-/// scan at position p. Parallel, waits.
-void read_ranges(const leaf_store& store, const batch& b, const std::uint32_t* scan_slot, const range_op* rg,
-                 std::size_t ranges, const write_list& writes, value_type* values, std::uint8_t* found,
-                 key_type* answer_keys, scan_buffers& out);
+/// kept from batch to batch). Bounds, limits and orders come from the
+/// batch of `in`. Parallel, waits.
+void read_ranges(const leaf_store& store, const leaf_phase_input& in, const range_op* rg, std::size_t ranges,
+                 const write_list& writes, value_type* values, std::uint8_t* found, key_type* answer_keys,
+                 scan_buffers& out);
 
 }  // namespace tandem::host::detail
