@@ -105,13 +105,7 @@ int main(int argc, char** argv) {
   const std::string share_text = share_string(share);
   const std::uint64_t nb = (spec.ops + spec.batch - 1) / spec.batch;
   const std::uint64_t warmup = opt.warmup == "auto" ? 4 : *parse_count(opt.warmup);
-  // Warm-up batches go the workload's way (its writes replaced by inserts of
-  // present keys), so that every pool the timed run needs is filled.
-  const char* const warmup_what =
-      spec.kind == workload_kind::c      ? "gets"
-      : spec.kind == workload_kind::scan ? "the workload's scans"
-      : spec.kind == workload_kind::e    ? "the workload's scans and inserts of loaded keys (present: no change)"
-                                         : "gets and inserts of loaded keys (present: no change)";
+  const char* const warmup_what = describe_warmup(spec.kind);
   // Sweep points: 0, 0.1, ..., 1, then auto (empty).
   std::vector<std::optional<double>> points;
   if (sweeping) {

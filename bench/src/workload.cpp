@@ -295,6 +295,22 @@ dataset make_dataset(const workload_spec& spec) {
   return ds;
 }
 
+const char* describe_warmup(workload_kind w) noexcept {
+  switch (w) {
+    case workload_kind::c:
+      return "gets";
+    case workload_kind::scan:
+      return "the workload's scans";
+    case workload_kind::e:
+      return "the workload's scans and inserts of loaded keys (present: no change)";
+    case workload_kind::a:
+    case workload_kind::b:
+    case workload_kind::load:
+      return "gets and inserts of loaded keys (present: no change)";
+  }
+  return "?";
+}
+
 std::vector<std::vector<op>> make_warmup_batches(const dataset& ds, const workload_spec& spec, std::uint64_t count) {
   const std::uint64_t batch = spec.batch, seed = spec.seed;
   std::vector<std::vector<op>> out(count);

@@ -71,5 +71,7 @@ struct dataset {
 /// measured run of any workload without changing its answers.
 [[nodiscard]] std::vector<std::vector<tandem::op>> make_warmup_batches(const dataset& ds, const workload_spec& spec,
                                                                        std::uint64_t count);
+/// What the warm-up batches of workload `w` hold, for the run's header.
+[[nodiscard]] const char* describe_warmup(workload_kind w) noexcept;
 
 }  // namespace tandem_bench
