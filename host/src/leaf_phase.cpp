@@ -67,9 +67,6 @@ struct leaf_phase_workspace::buffers {
 leaf_phase_workspace::leaf_phase_workspace() : buffers_(std::make_unique<buffers>()) {}
 leaf_phase_workspace::~leaf_phase_workspace() = default;
 const std::vector<range_op>& leaf_phase_workspace::ranges() const noexcept { return buffers_->ranges; }
-entry_span leaf_phase_workspace::scan_output(std::size_t r) const noexcept {
-  return buffers_->scan_out.entries(r);
-}
 
 void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,
                     leaf_phase_workspace& workspace) {
@@ -158,8 +155,12 @@ void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answer
     tbb::parallel_for(std::size_t{0}, g_count, [&](std::size_t g) {
       if (ws.has_ordered_read[g]) store[in.leaf_ids[rt.group_ordinal[g]]].data.sort();  // scans then copy nothing
     });
-    ::tandem::host::detail::read_ranges(store, in, ws.ranges.data(), ranges, wl, out.values, out.found, rt.keys,
-                                        ws.scan_out);
+    report.bytes += ::tandem::host::detail::read_ranges(store, in, ws.ranges.data(), ranges, wl, out.values,
+                                                        out.found, rt.keys, ws.scan_out, *out.scans);
+  } else {
+    out.scans->scan_ops.clear();
+    out.scans->scan_begin.clear();
+    out.scans->scan_entries.clear();
   }
   report.read = seconds_since(t0);
 

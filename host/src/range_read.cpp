@@ -144,15 +144,59 @@ class range_reader {
     }
   }
 
-  /// Keys in [lo, hi] in the pre-batch state.
-  [[nodiscard]] std::uint64_t count_before(leaf_id start, key_type lo, key_type hi) const {
+  /// Keys in [lo, hi] in the pre-batch state; counting stops at `cap` or
+  /// above. Leaves inside the range add their size without reading a key.
+  /// `reach`, when given, gets the high fence of the last leaf counted
+  /// (clamped to hi): the first `cap` entries of the range lie in [lo, reach].
+  [[nodiscard]] std::uint64_t count_before(leaf_id start, key_type lo, key_type hi,
+                                           std::uint64_t cap = std::numeric_limits<std::uint64_t>::max(),
+                                           key_type* reach = nullptr) const {
     std::uint64_t c = 0;
+    key_type last = hi;
     for (leaf_id id = store_.walk_right(start, lo); id != no_leaf; id = store_[id].right) {
       const auto& l = store_[id];
-      c += l.data.count(lo, hi);
+      c += lo <= l.low && l.high <= hi ? l.data.size() : l.data.count(lo, hi);
       if (l.high >= hi) break;
+      if (c >= cap) {
+        last = l.high;
+        break;
+      }
     }
+    if (reach != nullptr) *reach = last;
     return c;
+  }
+
+  /// Writes the first `n` entries with key >= lo in ascending order to
+  /// `out`: the ordered scan when no write of the batch lies in its range
+  /// and `n` is its capped pre-batch count.
+  void stream_ordered(leaf_id start, key_type lo, std::uint64_t n, entry* out) const {
+    for (leaf_id id = store_.walk_right(start, lo); n != 0 && id != no_leaf; id = store_[id].right) {
+      n -= store_[id].data.iterate(lo, n, [&](key_type k, value_type v) { *out++ = entry{k, v}; });
+    }
+  }
+
+  /// Writes the `n` smallest entries with lo <= key <= hi to `out` in no
+  /// particular order (same conditions as stream_ordered). Whole leaves are
+  /// copied as they lie; only the last leaf, where fewer than all of its
+  /// entries are wanted, is selected through `spill`.
+  void stream_unordered(leaf_id start, key_type lo, key_type hi, std::uint64_t n, entry* out,
+                        entry_vector& spill) const {
+    for (leaf_id id = store_.walk_right(start, lo); n != 0 && id != no_leaf; id = store_[id].right) {
+      const auto& l = store_[id];
+      const key_type a = std::max(lo, l.low), b = std::min(hi, l.high);
+      const std::uint64_t c = a == l.low && b == l.high ? l.data.size() : l.data.count(a, b);
+      if (c <= n) {
+        l.data.map(a, b, [&](key_type k, value_type v) { *out++ = entry{k, v}; });
+        n -= c;
+        continue;
+      }
+      spill.clear();
+      l.data.map(a, b, [&](key_type k, value_type v) { spill.push_back({k, v}); });
+      const auto nth = spill.begin() + static_cast<std::ptrdiff_t>(n);
+      std::nth_element(spill.begin(), nth, spill.end(), [](const entry& x, const entry& y) { return x.key < y.key; });
+      std::copy(spill.begin(), nth, out);
+      n = 0;
+    }
   }
 
   /// Change of the number of keys in [lo, hi] made by the writes before
@@ -271,19 +315,28 @@ void patch_counts(const leaf_store& store, const batch& b, const range_op* rg, s
 
 }  // namespace
 
-void read_ranges(const leaf_store& store, const leaf_phase_input& in, const range_op* rg, std::size_t ranges,
-                 const write_list& w, value_type* values, std::uint8_t* found, key_type* answer_keys,
-                 scan_buffers& out) {
-  if (ranges == 0) return;
+std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, const range_op* rg, std::size_t ranges,
+                        const write_list& w, value_type* values, std::uint8_t* found, key_type* answer_keys,
+                        scan_buffers& scratch, tandem::detail::answer_columns& result) {
+  result.scan_ops.clear();
+  result.scan_begin.clear();
+  result.scan_entries.clear();
+  if (ranges == 0) return 0;
   const batch& b = *in.ops;
   const key_type* lo = b.keys();
   const std::uint64_t* hi = b.args();
-  for (entry_vector& buffer : out.buffers) buffer.clear();
-  out.slices.assign(ranges, {});
+  for (entry_vector& buffer : scratch.buffers) buffer.clear();
+  scratch.slices.assign(ranges, {});
+  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+  scratch.op_of.assign(b.scans().size(), none);
   const range_reader reader(store, w);
   std::vector<std::size_t> counts;
+
+  // Pass 1: every answer but the scans' entries. A scan learns its entry
+  // count: from the pre-batch state when no write of the batch lies in its
+  // range, else by merging into its worker's buffer.
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ranges), [&](const tbb::blocked_range<std::size_t>& r) {
-    entry_vector& buffer = out.buffers.local();
+    entry_vector& buffer = scratch.buffers.local();
     for (std::size_t i = r.begin(); i < r.end(); ++i) {
       const range_op& o = rg[i];
       const std::uint32_t p = o.pos;
@@ -300,14 +353,24 @@ void read_ranges(const leaf_store& store, const leaf_phase_input& in, const rang
         }
         case op_type::scan: {
           const scan_spec& spec = in.scan_at(p);
-          if (spec.order == scan_order::ordered) {
-            reader.ordered(o.leaf, lo[p], hi[p], spec.limit, p, buffer);
+          scan_buffers::slice& s = scratch.slices[i];
+          // Without writes of the batch where the scan reads, the pre-batch
+          // state is the answer and its size is known now.
+          key_type reach = hi[p];
+          const std::uint64_t before = spec.limit == 0 ? 0 : reader.count_before(o.leaf, lo[p], hi[p], spec.limit, &reach);
+          if (spec.limit == 0 || w.first_above(reach) == w.first_at_or_above(lo[p])) {
+            s.count = std::min<std::uint64_t>(before, spec.limit);
           } else {
-            reader.unordered(o.leaf, lo[p], hi[p], spec.limit, p, buffer);
+            if (spec.order == scan_order::ordered) {
+              reader.ordered(o.leaf, lo[p], hi[p], spec.limit, p, buffer);
+            } else {
+              reader.unordered(o.leaf, lo[p], hi[p], spec.limit, p, buffer);
+            }
+            s = {&buffer, base, buffer.size() - base, 0};
           }
-          out.slices[i] = {&buffer, base, buffer.size() - base};
-          values[o.index] = buffer.size() - base;
-          found[o.index] = buffer.size() > base;
+          scratch.op_of[in.scan_slot[p]] = static_cast<std::uint32_t>(i);
+          values[o.index] = s.count;
+          found[o.index] = s.count != 0;
           break;
         }
         case op_type::count:
@@ -322,6 +385,50 @@ void read_ranges(const leaf_store& store, const leaf_phase_input& in, const rang
   }
   patch_counts(store, b, rg, counts, w, reader, values);
   for (std::size_t i : counts) found[rg[i].index] = values[rg[i].index] != 0;
+
+  // Pass 2: the scans' places in batch order (the scan table is in batch
+  // order; scans that did not run have no range op).
+  std::uint64_t total = 0;
+  std::size_t streamed = 0;
+  for (std::size_t slot = 0; slot < scratch.op_of.size(); ++slot) {
+    const std::uint32_t r = scratch.op_of[slot];
+    if (r == none) continue;
+    scan_buffers::slice& s = scratch.slices[r];
+    result.scan_ops.push_back(b.scans()[slot].index);
+    result.scan_begin.push_back(total);
+    s.dest = total;
+    total += s.count;
+    scratch.op_of[streamed++] = r;
+  }
+  if (streamed == 0) return 0;
+  result.scan_begin.push_back(total);
+  // A pooled result keeps its capacity; grow it with room to spare, so
+  // batches of varying scan output settle on pages already touched.
+  if (result.scan_entries.capacity() < total) result.scan_entries.reserve(total + total / 4);
+  result.scan_entries.resize(total);
+
+  // Pass 3: the entries, each scan straight into its place.
+  entry* const dest = result.scan_entries.data();
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, streamed), [&](const tbb::blocked_range<std::size_t>& r) {
+    entry_vector& spill = scratch.spill.local();
+    for (std::size_t j = r.begin(); j < r.end(); ++j) {
+      const std::uint32_t i = scratch.op_of[j];
+      const scan_buffers::slice& s = scratch.slices[i];
+      if (s.count == 0) continue;
+      entry* out = dest + s.dest;
+      if (s.buffer != nullptr) {
+        std::copy_n(s.buffer->data() + s.offset, s.count, out);
+        continue;
+      }
+      const range_op& o = rg[i];
+      if (in.scan_at(o.pos).order == scan_order::ordered) {
+        reader.stream_ordered(o.leaf, lo[o.pos], s.count, out);
+      } else {
+        reader.stream_unordered(o.leaf, lo[o.pos], hi[o.pos], s.count, out, spill);
+      }
+    }
+  });
+  return total * sizeof(entry);
 }
 
 }  // namespace tandem::host::detail

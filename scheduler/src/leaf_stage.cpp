@@ -2,8 +2,9 @@
 // batch, the key count, inner sync after splits, then the answers back to
 // batch order: on the GPU (sorted answers up, scatter kernel, batch-order
 // answers down into the result's pinned columns) for GPU-routed batches,
-// else on the host in parallel; lower_bound keys and scans are written by
-// the host. Runs on the dispatcher thread, in the arena.
+// else on the host in parallel; lower_bound keys are written by the host
+// (scan entries went straight to the result in the leaf phase). Runs on the
+// dispatcher thread, in the arena.
 #include "index_impl.hpp"
 
 #include <tandem/host/answer_scatter.hpp>
@@ -23,7 +24,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   in.scan_slot = sp.scan_slot.data();
   in.status = p.columns->status;
   in.gets_only = p.gets_only;
-  const host::sorted_answers sorted{sp.answers.get(n), sp.found.get(n)};
+  const host::sorted_answers sorted{sp.answers.get(n), sp.found.get(n), p.columns.get()};
   host::leaf_phase_report& lr = leaf_report_;
   host::run_leaf_phase(store_, in, sorted, lr, leaf_ws_);
   p.times.order = lr.order;
@@ -44,7 +45,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   if (!p.gpu_scatter) host::scatter_answers(p.routes.positions, sorted.values, sorted.found, n, cols.values, cols.found);
   p.result_keys = p.j->ops.take_keys();
   p.bytes.complete = n * (sizeof(std::uint32_t) + 2 * (sizeof(value_type) + 1)) +
-                     host::finish_ranges(leaf_ws_, in, p.result_keys.data(), cols);
+                     host::write_lower_bound_keys(leaf_ws_, in, p.result_keys.data());
   p.times.complete = seconds_since(t0);
   {
     std::lock_guard<std::mutex> lock(policy_mutex_);

@@ -5,9 +5,9 @@
 /// Takes the leaf phase's answers in routed order and the routed positions;
 /// gives the result's columns in batch order. `scatter_answers` is the host
 /// form of the scatter (the GPU form is device::gpu_router::scatter);
-/// `finish_ranges` writes what only range ops have: lower_bound keys and
-/// the flat scan output. Both run on the calling thread's TBB arena and
-/// wait.
+/// `write_lower_bound_keys` writes what only lower_bound ops have (the leaf
+/// phase writes scan entries in batch order itself). Both run on the
+/// calling thread's TBB arena and wait.
 
 #include <tandem/batch_result.hpp>
 #include <tandem/core/routed_batch.hpp>
@@ -25,11 +25,9 @@ void scatter_answers(const std::uint32_t* positions, const value_type* values, c
                      std::size_t n, value_type* values_out, std::uint8_t* found_out);
 
 /// @brief After `run_leaf_phase(…, in, …, ws)`: writes the lower_bound keys
-///        (from in.routes->keys at their routed index) into `result_keys`
-///        and every scan's entries, in batch order, into `columns`
-///        (scan_ops, scan_begin, scan_entries).
+///        (from in.routes->keys at their routed index) into `result_keys`.
 /// @return bytes written.
-std::size_t finish_ranges(const leaf_phase_workspace& ws, const leaf_phase_input& in, key_type* result_keys,
-                          tandem::detail::answer_columns& columns);
+std::size_t write_lower_bound_keys(const leaf_phase_workspace& ws, const leaf_phase_input& in,
+                                   key_type* result_keys);
 
 }  // namespace tandem::host

@@ -7,8 +7,8 @@
 /// ordinal), the routing version's ordinal -> leaf_id list, and the batch's
 /// columns (for the rare range ops: hi, limit, order, status). Gives: one
 /// value and one found flag per op *in routed order* (`answers`), lower_bound
-/// keys written over `routes.keys` at their routed index, scan entries, the
-/// list of range ops, leaf splits and the change in the key count. Putting
+/// keys written over `routes.keys` at their routed index, scan entries in
+/// batch order (straight into the result's columns), the list of range ops, leaf splits and the change in the key count. Putting
 /// the answers back in batch order is the next stage (answer_scatter.hpp).
 /// Runs on the calling thread's TBB arena; needs exclusive use of the store.
 ///
@@ -59,10 +59,13 @@ struct leaf_phase_input {
   }
 };
 
-/// Answers in routed order (arrays of n, from the caller's pools).
+/// Where the leaf phase answers: values and found flags in routed order
+/// (arrays of n, from the caller's pools), scan entries in batch order.
 struct sorted_answers {
   value_type* values = nullptr;
   std::uint8_t* found = nullptr;
+  /// Receives scan_ops, scan_begin and scan_entries (cleared first); not null.
+  tandem::detail::answer_columns* scans = nullptr;
 };
 
 /// A range op of the batch, in routed order.
@@ -87,8 +90,6 @@ class leaf_phase_workspace {
 
   /// The batch's range ops (valid ones), in routed order, after a run.
   [[nodiscard]] const std::vector<range_op>& ranges() const noexcept;
-  /// Entries of range op r (scans only), after a run.
-  [[nodiscard]] entry_span scan_output(std::size_t r) const noexcept;
 
  private:
   std::unique_ptr<buffers> buffers_;

@@ -4,6 +4,7 @@
 // scan and count on the pre-batch state patched with earlier writes.
 
 #include <tandem/batch.hpp>
+#include <tandem/batch_result.hpp>
 #include <tandem/core/types.hpp>
 #include <tandem/host/leaf_phase.hpp>
 #include <tandem/host/leaf_store.hpp>
@@ -40,31 +41,33 @@ struct write_list {
   }
 };
 
-/// Where the scans of a batch put their entries: each worker appends to its
-/// own buffer (kept, so steady-state batches allocate nothing), and a scan's
-/// entries are a slice of one buffer.
+/// Scratch of the range ops, kept from batch to batch (steady-state batches
+/// allocate nothing). Most scans stream straight into the result: their
+/// entry count is known before they run (the pre-batch count, capped at the
+/// limit, when no write of the batch falls in their range). A scan with
+/// writes in its range, and every lower_bound, is merged with those writes
+/// into its worker's buffer first and copied from there.
 struct scan_buffers {
   struct slice {
-    const entry_vector* buffer = nullptr;
-    std::size_t offset = 0;
-    std::size_t count = 0;
+    const entry_vector* buffer = nullptr;  ///< null: the scan streams into the result
+    std::size_t offset = 0;                ///< in buffer
+    std::size_t count = 0;                 ///< entries of the scan
+    std::size_t dest = 0;                  ///< first entry in the result's scan_entries
   };
   tbb::enumerable_thread_specific<entry_vector> buffers;
-  std::vector<slice> slices;  ///< per range op
-
-  [[nodiscard]] entry_span entries(std::size_t r) const noexcept {
-    const slice& s = slices[r];
-    return s.count ? entry_span(s.buffer->data() + s.offset, s.count) : entry_span();
-  }
+  tbb::enumerable_thread_specific<entry_vector> spill;  ///< an unordered scan's last leaf
+  std::vector<slice> slices;          ///< per range op
+  std::vector<std::uint32_t> op_of;   ///< per scan-table entry: its range op, or none
 };
 
 /// Answers the range ops rg[0..ranges) at their routed index: values and
-/// found flags; lower_bound keys into answer_keys; scan entries into
-/// `out`: scan r's entries are out.slices[r] (into the workers' buffers,
-/// kept from batch to batch). Bounds, limits and orders come from the
-/// batch of `in`. Parallel, waits.
-void read_ranges(const leaf_store& store, const leaf_phase_input& in, const range_op* rg, std::size_t ranges,
-                 const write_list& writes, value_type* values, std::uint8_t* found, key_type* answer_keys,
-                 scan_buffers& out);
+/// found flags; lower_bound keys into answer_keys; the entries of every
+/// scan, in batch order, into `result` (scan_ops, scan_begin,
+/// scan_entries). Bounds, limits and orders come from the batch of `in`.
+/// Parallel, waits.
+/// @return bytes of scan entries written.
+std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, const range_op* rg, std::size_t ranges,
+                        const write_list& writes, value_type* values, std::uint8_t* found, key_type* answer_keys,
+                        scan_buffers& scratch, tandem::detail::answer_columns& result);
 
 }  // namespace tandem::host::detail
