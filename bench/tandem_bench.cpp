@@ -373,7 +373,10 @@ int main(int argc, char** argv) {
   }
 
   // ---- tables ------------------------------------------------------------------------
-  const bool scans = spec.kind == workload_kind::scan || spec.kind == workload_kind::e;
+  const entries_column scans = spec.kind == workload_kind::scan || spec.kind == workload_kind::e
+                                   ? entries_column::scan_entries
+                                   : spec.kind == workload_kind::count ? entries_column::keys_counted
+                                                                       : entries_column::none;
   std::vector<const system_result*> tandem_rows, other_rows;
   for (const system_result& r : results) (r.tandem ? tandem_rows : other_rows).push_back(&r);
   if (sweeping) {

@@ -224,7 +224,7 @@ class absl_baseline final : public baseline {
         }
         a.found = c != 0;
         a.value = c;
-        return is_scan ? c : 0;
+        return c;  // scan entries, or keys counted
       }
     }
     return 0;
@@ -323,7 +323,7 @@ class tbb_baseline final : public baseline {
         }
         a.found = c != 0;
         a.value = c;
-        return is_scan ? c : 0;
+        return c;  // scan entries, or keys counted
       }
     }
     return 0;

@@ -40,7 +40,7 @@ struct run_figures {
   double seconds = 0;
   std::uint64_t ops = 0;
   std::uint64_t hits = 0;     ///< ops whose answer had found = true
-  std::uint64_t entries = 0;  ///< scan entries returned
+  std::uint64_t entries = 0;  ///< scan entries returned, plus the answers of counts
 };
 
 /// Called after each batch with (batches done, batches in all).

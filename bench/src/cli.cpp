@@ -66,6 +66,7 @@ workload_kind to_workload(const std::string& s) {
   if (s == "B") return workload_kind::b;
   if (s == "E") return workload_kind::e;
   if (s == "scan") return workload_kind::scan;
+  if (s == "count") return workload_kind::count;
   return workload_kind::c;
 }
 
@@ -82,6 +83,8 @@ std::uint64_t default_ops(workload_kind w) {
       return std::uint64_t{1} << 21;
     case workload_kind::scan:
       return std::uint64_t{1} << 12;
+    case workload_kind::count:
+      return std::uint64_t{1} << 16;
     default:
       return std::uint64_t{1} << 23;
   }
@@ -92,6 +95,8 @@ std::uint64_t default_batch(workload_kind w) {
       return std::uint64_t{1} << 18;
     case workload_kind::scan:
       return std::uint64_t{1} << 8;
+    case workload_kind::count:
+      return std::uint64_t{1} << 12;
     default:
       return std::uint64_t{1} << 20;
   }
@@ -127,19 +132,22 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(count_in(2, std::uint64_t{1} << 40, false))
       ->type_name("N")
       ->capture_default_str();
-  app.add_option("--ops", opt.ops, "Ops run after the load. auto: 2^23 for load/C/A/B, 2^21 for E, 2^12 for scan")
+  app.add_option("--ops", opt.ops,
+                 "Ops run after the load. auto: 2^23 for load/C/A/B, 2^21 for E, 2^12 for scan, 2^16 for count")
       ->check(count_in(0, std::uint64_t{1} << 40, true))
       ->type_name("M|auto")
       ->capture_default_str();
-  app.add_option("--batch", opt.batch, "Ops per batch. auto: 2^20 for load/C/A/B, 2^18 for E, 2^8 for scan")
+  app.add_option("--batch", opt.batch,
+                 "Ops per batch. auto: 2^20 for load/C/A/B, 2^18 for E, 2^8 for scan, 2^12 for count")
       ->check(count_in(1, (std::uint64_t{1} << 32) - 2, true))
       ->type_name("B|auto")
       ->capture_default_str();
   app.add_option("--workload,-w", opt.workload,
                  "load: bulk load timed (keys/s), then M inserts of new keys; C: 100% get; A: 50% get / 50% put; "
                  "B: 95% get / 5% put; E: 95% ordered scans of 1..100 keys (uniform) / 5% inserts of new keys; "
-                 "scan: long scans of --scan-length keys (also reports entries/s)")
-      ->transform(CLI::IsMember({"load", "C", "A", "B", "E", "scan"}, CLI::ignore_case))
+                 "scan: long scans of --scan-length keys (also reports entries/s); count: counts over random ranges "
+                 "holding about --scan-length keys (also reports keys counted/s)")
+      ->transform(CLI::IsMember({"load", "C", "A", "B", "E", "scan", "count"}, CLI::ignore_case))
       ->type_name("W")
       ->capture_default_str();
   app.add_option("--dist,-d", opt.dist,
@@ -174,7 +182,7 @@ int parse_command_line(int argc, char** argv, options& opt) {
   app.add_option("--seed", opt.seed, "Seed of keys, values and ops (same seed, same run)")
       ->type_name("SEED")
       ->capture_default_str();
-  app.add_option("--scan-length", opt.scan_length, "Entries per scan of --workload scan (at most 2^24)")
+  app.add_option("--scan-length", opt.scan_length, "Entries per scan of --workload scan, and keys per range of --workload count (at most 2^24)")
       ->check(count_in(1, tandem::max_scan_limit, false))
       ->type_name("L")
       ->capture_default_str();

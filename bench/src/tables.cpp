@@ -72,9 +72,10 @@ std::string share_string(const std::optional<double>& s) {
   return buf;
 }
 
-void print_systems_table(const std::vector<const system_result*>& rows, bool scans) {
+void print_systems_table(const std::vector<const system_result*>& rows, entries_column entries) {
+  const bool scans = entries != entries_column::none;
   std::printf("\n%-14s %18s %10s %18s %10s %8s", "system", "throughput", "seconds", "bulk load", "load s", "found");
-  if (scans) std::printf(" %20s", "scan entries");
+  if (scans) std::printf(" %20s", entries == entries_column::scan_entries ? "scan entries" : "keys counted");
   std::printf("\n");
   for (const system_result* r : rows) {
     const std::string tput = mops(static_cast<double>(r->run.ops), r->run.seconds) + " M ops/s";
@@ -84,7 +85,9 @@ void print_systems_table(const std::vector<const system_result*>& rows, bool sca
     std::printf("%-14s %18s %10.3f %18s %10.3f %7.1f%%", r->system.c_str(), tput.c_str(), r->run.seconds,
                 load.c_str(), r->load_seconds, found);
     if (scans) {
-      std::printf(" %20s", (mops(static_cast<double>(r->run.entries), r->run.seconds) + " M entries/s").c_str());
+      std::printf(" %20s", (mops(static_cast<double>(r->run.entries), r->run.seconds) +
+                            (entries == entries_column::scan_entries ? " M entries/s" : " M keys/s"))
+                               .c_str());
     }
     std::printf("\n");
   }
@@ -256,7 +259,9 @@ json row_of(const system_result& r, const row_context& ctx) {
   j["load_keys_per_s"] = r.load_seconds > 0 ? static_cast<double>(r.load_keys) / r.load_seconds : 0.0;
   j["load_seconds"] = r.load_seconds;
   j["hits"] = r.run.hits;
-  j["scan_entries"] = r.run.entries;
+  const bool counts = spec.kind == workload_kind::count;
+  j["scan_entries"] = counts ? 0 : r.run.entries;
+  j["keys_counted"] = counts ? r.run.entries : 0;
   j["entries_per_s"] = r.run.seconds > 0 ? static_cast<double>(r.run.entries) / r.run.seconds : 0.0;
   auto field = [&](double v) { return is_tandem ? json(v) : json(nullptr); };
   auto count = [&](std::uint64_t v) { return is_tandem ? json(v) : json(nullptr); };

@@ -47,8 +47,12 @@ struct row_context {
 /// "auto" or the share.
 [[nodiscard]] std::string share_string(const std::optional<double>& s);
 
-/// The systems table: throughput, bulk load, hits (and scan entries).
-void print_systems_table(const std::vector<const system_result*>& rows, bool scans);
+/// What the systems table's last column shows: run_figures::entries per second.
+enum class entries_column { none, scan_entries, keys_counted };
+
+/// The systems table: throughput, bulk load, hits (and scan entries or keys
+/// counted per second).
+void print_systems_table(const std::vector<const system_result*>& rows, entries_column entries);
 /// tandem's stage table of one run (seconds, bytes, GB/s; the GPU route
 /// fields under route), the PCIe and host bytes per op, and the heap
 /// allocations per batch; `kept_results`: --verify kept every result;

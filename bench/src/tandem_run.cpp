@@ -165,6 +165,9 @@ tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tand
       }
       f.run.hits += hits;
       f.run.entries += c.result.scan_entries().size();
+      if (!batches[b].empty() && batches[b].front().type == tandem::op_type::count) {  // the count workload
+        for (std::size_t i = 0; i < c.result.size(); ++i) f.run.entries += c.result.value(i);
+      }
       f.run.ops += c.result.size();
       f.route.gpu_upload += c.route.gpu_upload;
       f.route.gpu_sort += c.route.gpu_sort;

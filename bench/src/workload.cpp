@@ -104,6 +104,14 @@ std::vector<key_type> distinct_random_keys(std::uint64_t need, std::uint64_t see
   return keys;
 }
 
+/// High end of a count from `lo` over about `length` of `keys` uniformly
+/// random keys: `length` times the mean gap between keys, capped at UINT64_MAX.
+key_type count_high(key_type lo, std::uint64_t length, std::uint64_t keys) noexcept {
+  const std::uint64_t gap = std::numeric_limits<std::uint64_t>::max() / keys;
+  const std::uint64_t span = length > std::numeric_limits<std::uint64_t>::max() / gap ? tandem::max_key : length * gap;
+  return lo > tandem::max_key - span ? tandem::max_key : lo + span;
+}
+
 bool writes_new_keys(workload_kind w) { return w == workload_kind::load || w == workload_kind::e; }
 
 /// Percent of ops that write (put for A/B, insert for E).
@@ -119,6 +127,7 @@ std::uint64_t write_percent(workload_kind w) {
       return 5;
     case workload_kind::c:
     case workload_kind::scan:
+    case workload_kind::count:
       return 0;
   }
   return 0;
@@ -146,6 +155,8 @@ const char* to_string(workload_kind w) noexcept {
       return "E";
     case workload_kind::scan:
       return "scan";
+    case workload_kind::count:
+      return "count";
   }
   return "?";
 }
@@ -177,6 +188,8 @@ std::string describe(workload_kind w, std::uint64_t scan_length, tandem::scan_or
     case workload_kind::scan:
       return std::string("100% ") + (order == tandem::scan_order::ordered ? "ordered" : "unordered") + " scan of " +
              std::to_string(scan_length) + " keys";
+    case workload_kind::count:
+      return "100% count over random ranges of about " + std::to_string(scan_length) + " keys";
   }
   return "?";
 }
@@ -289,6 +302,11 @@ dataset make_dataset(const workload_spec& spec) {
         case workload_kind::scan:
           ops.push_back({pick(i), tandem::max_key, spec.scan_length, op_type::scan, spec.order});
           break;
+        case workload_kind::count: {
+          const key_type k = pick(i);
+          ops.push_back({k, count_high(k, spec.scan_length, n), 0, op_type::count, tandem::scan_order::ordered});
+          break;
+        }
       }
     }
   });
@@ -301,6 +319,8 @@ const char* describe_warmup(workload_kind w) noexcept {
       return "gets";
     case workload_kind::scan:
       return "the workload's scans";
+    case workload_kind::count:
+      return "the workload's counts";
     case workload_kind::e:
       return "the workload's scans and inserts of loaded keys (present: no change)";
     case workload_kind::a:
@@ -344,6 +364,9 @@ std::vector<std::vector<op>> make_warmup_batches(const dataset& ds, const worklo
           break;
         case workload_kind::scan:
           ops.push_back({k, tandem::max_key, spec.scan_length, op_type::scan, spec.order});
+          break;
+        case workload_kind::count:
+          ops.push_back({k, count_high(k, spec.scan_length, n), 0, op_type::count, tandem::scan_order::ordered});
           break;
       }
     }

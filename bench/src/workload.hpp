@@ -16,7 +16,7 @@
 namespace tandem_bench {
 
 /// YCSB-style mixes (see describe()).
-enum class workload_kind { load, c, a, b, e, scan };
+enum class workload_kind { load, c, a, b, e, scan, count };
 /// How op keys are drawn from the loaded keys (by rank in key order).
 enum class key_dist { uniform, zipf, sequential };
 
