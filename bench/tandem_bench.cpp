@@ -411,6 +411,16 @@ int main(int argc, char** argv) {
                 t.after.device.c_str(), gpu_line(t, share_text).c_str(), scatter_text(t).c_str(),
                 static_cast<unsigned long long>(t.after.leaves), t.after.inner_height,
                 static_cast<unsigned long long>(t.splits), static_cast<unsigned long long>(t.after.keys));
+    const double data_bytes = static_cast<double>(t.after.keys) * 16;
+    std::printf("        memory held: host %s (leaves %s, inner layout %s; %.2f bytes per byte of pairs), GPU %s "
+                "(%.3f%% of the pairs' %s)\n",
+                bytes_text(static_cast<double>(t.after.host_bytes)).c_str(),
+                bytes_text(static_cast<double>(t.after.leaf_bytes)).c_str(),
+                bytes_text(static_cast<double>(t.after.inner_bytes)).c_str(),
+                data_bytes > 0 ? static_cast<double>(t.after.host_bytes) / data_bytes : 0.0,
+                bytes_text(static_cast<double>(t.after.gpu_bytes)).c_str(),
+                data_bytes > 0 ? 100.0 * static_cast<double>(t.after.gpu_bytes) / data_bytes : 0.0,
+                bytes_text(data_bytes).c_str());
   }
   std::printf("  %-13s %s\n", "tandem", tandem_rows.front()->description.c_str());
   for (const system_result* r : other_rows) std::printf("  %-13s %s\n", r->system.c_str(), r->description.c_str());

@@ -25,20 +25,6 @@ std::vector<stage_view> stages_of(const tandem_figures& t) {
           {"complete", t.stages.complete, t.bytes.complete}};
 }
 
-/// Decimal units (as GB/s): "512 B", "12.3 KB", "4.56 MB", "1.23 GB".
-std::string bytes_text(double b) {
-  char buf[32];
-  if (b < 1e3) {
-    std::snprintf(buf, sizeof buf, "%.0f B", b);
-  } else if (b < 1e6) {
-    std::snprintf(buf, sizeof buf, "%.1f KB", b / 1e3);
-  } else if (b < 1e9) {
-    std::snprintf(buf, sizeof buf, "%.2f MB", b / 1e6);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
-  }
-  return buf;
-}
 
 /// Binary units for sizes of buffers: "64 MiB", "1 GiB".
 std::string size_text(std::size_t b) {
@@ -56,6 +42,20 @@ double gbs(std::uint64_t bytes, double seconds) { return seconds > 0 ? static_ca
 double per(std::uint64_t x, std::uint64_t n) { return n ? static_cast<double>(x) / static_cast<double>(n) : 0; }
 
 }  // namespace
+
+std::string bytes_text(double b) {
+  char buf[32];
+  if (b < 1e3) {
+    std::snprintf(buf, sizeof buf, "%.0f B", b);
+  } else if (b < 1e6) {
+    std::snprintf(buf, sizeof buf, "%.1f KB", b / 1e3);
+  } else if (b < 1e9) {
+    std::snprintf(buf, sizeof buf, "%.2f MB", b / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  }
+  return buf;
+}
 
 std::string mops(double ops, double seconds) {
   if (seconds <= 0) return "-";
@@ -262,6 +262,8 @@ json row_of(const system_result& r, const row_context& ctx) {
   const bool counts = spec.kind == workload_kind::count;
   j["scan_entries"] = counts ? 0 : r.run.entries;
   j["keys_counted"] = counts ? r.run.entries : 0;
+  j["host_bytes"] = is_tandem ? json(r.tandem->after.host_bytes) : json(nullptr);
+  j["gpu_bytes"] = is_tandem ? json(r.tandem->after.gpu_bytes) : json(nullptr);
   j["entries_per_s"] = r.run.seconds > 0 ? static_cast<double>(r.run.entries) / r.run.seconds : 0.0;
   auto field = [&](double v) { return is_tandem ? json(v) : json(nullptr); };
   auto count = [&](std::uint64_t v) { return is_tandem ? json(v) : json(nullptr); };

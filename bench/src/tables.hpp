@@ -42,6 +42,8 @@ struct row_context {
   std::optional<probe_figures> probe;  ///< empty with --no-probe
 };
 
+/// Decimal units (as GB/s): "512 B", "12.3 KB", "4.56 MB", "1.23 GB".
+[[nodiscard]] std::string bytes_text(double b);
 /// "12.34" M per second, or "-" when `seconds` is 0.
 [[nodiscard]] std::string mops(double ops, double seconds);
 /// "auto" or the share.

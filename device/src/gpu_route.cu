@@ -349,6 +349,7 @@ void gpu_router::route(const key_type* keys, const value_type* args, const std::
                        routed_batch_view& out, route_timing* timing) {
   const auto t0 = clock_type::now();
   state& s = *state_;
+  const detail::account_scope scope(s.account);
   std::lock_guard<std::mutex> route_lock(s.route_mutex);
   int b = 0;
   {

@@ -238,6 +238,7 @@ gpu_router::gpu_router(const router_options& options) {
   // The state creates events: make the device current first.
   TANDEM_CUDA_TRY(cudaSetDevice(options.device_ordinal));
   auto s = std::make_unique<state>(options);
+  const detail::account_scope scope(s->account);
   s->info = *it;
   s->device = options.device_ordinal;
   s->upload_stream = std::make_unique<detail::stream_handle>();
@@ -263,6 +264,7 @@ void gpu_router::upload(const inner_layout& layout) {
     throw std::invalid_argument("gpu_router::upload: the layout is empty (build it first)");
   }
   state& s = *state_;
+  const detail::account_scope scope(s.account);
   std::lock_guard<std::mutex> upload_lock(s.upload_mutex);
   const auto t0 = clock_type::now();
   s.set_device();
@@ -384,6 +386,8 @@ std::vector<int> gpu_router::group_sizes() const {
   if (state_->current < 0) return {};
   return state_->buffers[static_cast<std::size_t>(state_->current)].meta.groups;
 }
+
+std::size_t gpu_router::device_bytes() const noexcept { return state_->account.device_bytes.load(); }
 
 std::size_t gpu_router::layout_bytes() const {
   std::lock_guard<std::mutex> lock(state_->meta_mutex);

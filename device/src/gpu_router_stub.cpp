@@ -29,6 +29,7 @@ std::string gpu_router::name() const { no_cuda(); }
 int gpu_router::device_ordinal() const { no_cuda(); }
 std::vector<int> gpu_router::group_sizes() const { no_cuda(); }
 std::size_t gpu_router::layout_bytes() const { no_cuda(); }
+std::size_t gpu_router::device_bytes() const noexcept { return 0; }
 std::size_t gpu_router::constant_prefix_entries() const { no_cuda(); }
 int gpu_router::constant_levels() const { no_cuda(); }
 std::uint64_t gpu_router::version() const { no_cuda(); }

@@ -167,6 +167,7 @@ void gpu_router::scatter(const std::uint32_t* positions, const value_type* value
     }
   }
   state& s = *state_;
+  const detail::account_scope scope(s.account);
   std::lock_guard<std::mutex> scatter_lock(s.scatter_mutex);
   scatter_timing t;
   if (n > 0 && (values_out != nullptr || flags_out != nullptr)) {

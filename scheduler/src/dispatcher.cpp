@@ -190,6 +190,7 @@ void index::impl::run(job* j) {
   try {
     if (j->type == job::kind::load) {
       run_in_arena([&] { load(j->pairs); });
+      publish_stats(nullptr, false, 0);  // keys, leaves and bytes of the new contents
     } else if (j->type == job::kind::barrier) {
       run_in_arena([&] { j->barrier_work(); });
     }

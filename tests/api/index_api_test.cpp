@@ -169,6 +169,23 @@ TEST(IndexApi, StatsCountOpsAndStages) {
   EXPECT_EQ(s.keys, idx.size());
 }
 
+TEST(IndexApi, StatsReportTheDataAfterALoad) {
+  config c;
+  c.device = device_kind::cpu;
+  tandem::index idx(c);
+  std::vector<entry> pairs(100'000);
+  for (std::size_t i = 0; i < pairs.size(); ++i) pairs[i] = {i * 7919, i};
+  idx.load(pairs);
+  const stats s = idx.stats();  // no batch ran: the load itself publishes
+  EXPECT_EQ(s.keys, pairs.size());
+  EXPECT_GT(s.leaves, 1u);
+  EXPECT_GE(s.leaf_bytes, pairs.size() * sizeof(entry));
+  EXPECT_LE(s.leaf_bytes, s.leaves * 64 * 1024);
+  EXPECT_GT(s.inner_bytes, 0u);
+  EXPECT_EQ(s.host_bytes, s.leaf_bytes + s.inner_bytes);
+  EXPECT_EQ(s.gpu_bytes, 0u);  // routing on the CPU holds no device memory
+}
+
 TEST(IndexApi, DestructionDrainsWorkInFlight) {
   std::vector<std::future<batch_result>> futures;
   std::atomic<int> callbacks{0};

@@ -160,8 +160,14 @@ TEST(GpuIndex, BatchesOfOneToSixteenMillionEqualTheCpuIndex) {
     }
     EXPECT_EQ(bad, 0u);
   }
-  EXPECT_GT(on_gpu.stats().gpu_scatters, 0u);
-  EXPECT_EQ(on_gpu.stats().gpu_failures, 0u);
+  const stats s = on_gpu.stats();
+  EXPECT_GT(s.gpu_scatters, 0u);
+  EXPECT_EQ(s.gpu_failures, 0u);
+  // Device memory: the layout (up to two versions) and the work arrays of
+  // the largest batch (1.5 x 2^24 ops: under 200 bytes an op with headroom).
+  EXPECT_GE(s.gpu_bytes, s.inner_bytes);
+  EXPECT_LE(s.gpu_bytes, 3 * s.inner_bytes + 200 * (std::size_t{3} << 23));
+  EXPECT_EQ(on_cpu.stats().gpu_bytes, 0u);
   EXPECT_NO_THROW(on_gpu.verify());
   EXPECT_EQ(on_gpu.size(), on_cpu.size());
 }

@@ -68,6 +68,15 @@ struct stats {
   std::uint64_t leaves = 0;          ///< leaves in the leaf table
   int inner_height = 0;              ///< inner levels above the leaves
   std::size_t inner_bytes = 0;       ///< size of the inner layout
+  std::size_t leaf_bytes = 0;        ///< host memory of the leaves (keys, values, fences, BPA headers)
+  /// Host memory of the index's data: leaf_bytes + inner_bytes. Batch
+  /// buffers (pools sized by the largest batch, not by the data) are not
+  /// counted.
+  std::size_t host_bytes = 0;
+  /// Device memory the index holds: its inner layout (two versions while
+  /// one is re-synced) and the GPU's grow-only route and scatter arrays,
+  /// sized by the largest batch so far. 0 without a GPU.
+  std::size_t gpu_bytes = 0;
   std::size_t threads = 0;           ///< worker threads of the arena
 
   std::string device;                ///< where routing runs, e.g. "cpu (no GPU: ...)"

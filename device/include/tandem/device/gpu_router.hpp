@@ -235,6 +235,10 @@ class gpu_router {
   [[nodiscard]] std::vector<int> group_sizes() const;
   /// @return bytes of the layout version in use.
   [[nodiscard]] std::size_t layout_bytes() const;
+  /// @return bytes of device memory the router holds now: both layout
+  ///         versions and the grow-only work arrays of routes and scatters
+  ///         (sized by the largest batch so far).
+  [[nodiscard]] std::size_t device_bytes() const noexcept;
   /// @return how many of the top prefix-sum entries sit in __constant__ memory.
   [[nodiscard]] std::size_t constant_prefix_entries() const;
   /// @return how many top levels read child_prefix from __constant__ memory.

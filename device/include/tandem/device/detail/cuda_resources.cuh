@@ -34,8 +34,33 @@ inline int ceil_log2(std::uint64_t x) {
   return bits;
 }
 
+/// Device memory held by one router: every device_array counts its bytes
+/// into the account current on the thread that allocated it.
+struct memory_account {
+  std::atomic<std::size_t> device_bytes{0};
+};
+
+/// The account device_array allocations of this thread count into (null: none).
+inline memory_account*& current_account() noexcept {
+  thread_local memory_account* account = nullptr;
+  return account;
+}
+
+/// Makes `a` the thread's current account for the scope's lifetime.
+class account_scope {
+ public:
+  explicit account_scope(memory_account& a) noexcept : saved_(current_account()) { current_account() = &a; }
+  ~account_scope() { current_account() = saved_; }
+  account_scope(const account_scope&) = delete;
+  account_scope& operator=(const account_scope&) = delete;
+
+ private:
+  memory_account* saved_;
+};
+
 /// Device array that only grows; contents are lost when it grows. Grow only
-/// while nothing in flight uses it (cudaFree of the old block).
+/// while nothing in flight uses it (cudaFree of the old block). Its bytes
+/// count into the thread's current account at allocation.
 template <class T>
 class device_array {
  public:
@@ -55,17 +80,22 @@ class device_array {
     const std::size_t want = n + n / 100 * headroom_percent;
     TANDEM_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&data_), want * sizeof(T)));
     capacity_ = want;
+    account_ = current_account();
+    if (account_ != nullptr) account_->device_bytes += want * sizeof(T);
     return true;
   }
   void release() noexcept {
     if (data_ != nullptr) (void)cudaFree(data_);
+    if (account_ != nullptr) account_->device_bytes -= capacity_ * sizeof(T);
     data_ = nullptr;
     capacity_ = 0;
+    account_ = nullptr;
   }
 
  private:
   T* data_ = nullptr;
   std::size_t capacity_ = 0;
+  memory_account* account_ = nullptr;
 };
 
 /// Page-locked host array that only grows (staging: always really pinned,

@@ -157,6 +157,7 @@ struct descent_args {
 struct gpu_router::state {
   explicit state(const router_options& o) : options(o), pool(o.copy_threads) {}
 
+  detail::memory_account account;  // first: outlives every array below
   router_options options;
   device_info info;
   int device = 0;
