@@ -80,6 +80,7 @@ void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answer
   report.splits.clear();
   report.key_delta = 0;
   report.bytes = in.n * (sizeof(key_type) + sizeof(value_type) + 1);
+  report.read_bytes = 0;
 
   // ---- 1. classify ----------------------------------------------------------
   auto t0 = clock_type::now();
@@ -155,8 +156,8 @@ void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answer
     tbb::parallel_for(std::size_t{0}, g_count, [&](std::size_t g) {
       if (ws.has_ordered_read[g]) store[in.leaf_ids[rt.group_ordinal[g]]].data.sort();  // scans then copy nothing
     });
-    report.bytes += ::tandem::host::detail::read_ranges(store, in, ws.ranges.data(), ranges, wl, out.values,
-                                                        out.found, rt.keys, ws.scan_out, *out.scans);
+    report.read_bytes = ::tandem::host::detail::read_ranges(store, in, ws.ranges.data(), ranges, wl, out.values,
+                                                            out.found, rt.keys, ws.scan_out, *out.scans);
   } else {
     out.scans->scan_ops.clear();
     out.scans->scan_begin.clear();

@@ -7,6 +7,7 @@
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_scan.h>
 #include <oneapi/tbb/parallel_sort.h>
 
 #include <algorithm>
@@ -329,6 +330,7 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   scratch.slices.assign(ranges, {});
   constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
   scratch.op_of.assign(b.scans().size(), none);
+  scratch.slot_count.resize(b.scans().size());
   const range_reader reader(store, w);
   std::vector<std::size_t> counts;
 
@@ -369,6 +371,7 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
             s = {&buffer, base, buffer.size() - base, 0};
           }
           scratch.op_of[in.scan_slot[p]] = static_cast<std::uint32_t>(i);
+          scratch.slot_count[in.scan_slot[p]] = s.count;
           values[o.index] = s.count;
           found[o.index] = s.count != 0;
           break;
@@ -387,21 +390,41 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   for (std::size_t i : counts) found[rg[i].index] = values[rg[i].index] != 0;
 
   // Pass 2: the scans' places in batch order (the scan table is in batch
-  // order; scans that did not run have no range op).
-  std::uint64_t total = 0;
-  std::size_t streamed = 0;
-  for (std::size_t slot = 0; slot < scratch.op_of.size(); ++slot) {
-    const std::uint32_t r = scratch.op_of[slot];
-    if (r == none) continue;
-    scan_buffers::slice& s = scratch.slices[r];
-    result.scan_ops.push_back(b.scans()[slot].index);
-    result.scan_begin.push_back(total);
-    s.dest = total;
-    total += s.count;
-    scratch.op_of[streamed++] = r;
+  // order; scans that did not run have no range op): a parallel prefix sum
+  // over the table of (scans that ran, entries).
+  const std::size_t slots = scratch.op_of.size();
+  if (result.scan_ops.capacity() < slots) {  // pooled: room to spare, as for the entries
+    result.scan_ops.reserve(slots + slots / 4);
+    result.scan_begin.reserve(slots + slots / 4 + 1);
   }
-  if (streamed == 0) return 0;
-  result.scan_begin.push_back(total);
+  result.scan_ops.resize(slots);
+  result.scan_begin.resize(slots + 1);
+  struct running {
+    std::uint64_t scans = 0, entries = 0;
+  };
+  const running totals = tbb::parallel_scan(
+      tbb::blocked_range<std::size_t>(0, slots, std::size_t{1} << 12), running{},
+      [&](const tbb::blocked_range<std::size_t>& r, running sum, bool is_final) {
+        for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
+          const std::uint32_t op = scratch.op_of[slot];
+          if (op == none) continue;
+          const std::uint64_t count = scratch.slot_count[slot];
+          if (is_final) {
+            result.scan_ops[sum.scans] = b.scans()[slot].index;
+            result.scan_begin[sum.scans] = sum.entries;
+            scratch.slices[op].dest = sum.entries;
+          }
+          ++sum.scans;
+          sum.entries += count;
+        }
+        return sum;
+      },
+      [](const running& x, const running& y) { return running{x.scans + y.scans, x.entries + y.entries}; });
+  result.scan_ops.resize(totals.scans);
+  result.scan_begin.resize(totals.scans + 1);
+  result.scan_begin[totals.scans] = totals.entries;
+  const std::uint64_t total = totals.entries;
+  if (total == 0) return 0;
   // A pooled result keeps its capacity; grow it with room to spare, so
   // batches of varying scan output settle on pages already touched.
   if (result.scan_entries.capacity() < total) result.scan_entries.reserve(total + total / 4);
@@ -409,10 +432,11 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
 
   // Pass 3: the entries, each scan straight into its place.
   entry* const dest = result.scan_entries.data();
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, streamed), [&](const tbb::blocked_range<std::size_t>& r) {
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, slots), [&](const tbb::blocked_range<std::size_t>& r) {
     entry_vector& spill = scratch.spill.local();
-    for (std::size_t j = r.begin(); j < r.end(); ++j) {
-      const std::uint32_t i = scratch.op_of[j];
+    for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
+      const std::uint32_t i = scratch.op_of[slot];
+      if (i == none) continue;
       const scan_buffers::slice& s = scratch.slices[i];
       if (s.count == 0) continue;
       entry* out = dest + s.dest;

@@ -31,6 +31,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   p.times.read = lr.read;
   p.times.leaf = lr.leaf;
   p.bytes.leaf = lr.bytes;
+  p.bytes.read = lr.read_bytes;
   keys_.store(static_cast<std::size_t>(static_cast<std::int64_t>(keys_.load()) + lr.key_delta),
               std::memory_order_release);
 

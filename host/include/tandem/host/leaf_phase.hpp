@@ -102,6 +102,7 @@ struct leaf_phase_report {
   std::int64_t key_delta = 0;           ///< keys added minus keys removed
   std::vector<split_record> splits;     ///< one per leaf split
   std::size_t bytes = 0;                ///< bytes of batch arrays read and answers written
+  std::size_t read_bytes = 0;           ///< bytes of scan entries written by the range ops
 };
 
 /// @brief Runs the leaf phase of one batch on `store` (waits).

@@ -57,7 +57,8 @@ struct scan_buffers {
   tbb::enumerable_thread_specific<entry_vector> buffers;
   tbb::enumerable_thread_specific<entry_vector> spill;  ///< an unordered scan's last leaf
   std::vector<slice> slices;          ///< per range op
-  std::vector<std::uint32_t> op_of;   ///< per scan-table entry: its range op, or none
+  std::vector<std::uint32_t> op_of;        ///< per scan-table entry: its range op, or none
+  std::vector<std::uint64_t> slot_count;   ///< per scan-table entry that ran: its entry count
 };
 
 /// Answers the range ops rg[0..ranges) at their routed index: values and
