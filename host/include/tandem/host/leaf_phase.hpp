@@ -8,8 +8,9 @@
 /// columns (for the rare range ops: hi, limit, order, status). Gives: one
 /// value and one found flag per op *in routed order* (`answers`), lower_bound
 /// keys written over `routes.keys` at their routed index, scan entries in
-/// batch order (straight into the result's columns), the list of range ops, leaf splits and the change in the key count. Putting
-/// the answers back in batch order is the next stage (answer_scatter.hpp).
+/// batch order (straight into the result's columns), the list of range
+/// ops, leaf splits and the change in the key count. Putting the answers
+/// back in batch order is the next stage (answer_scatter.hpp).
 /// Runs on the calling thread's TBB arena; needs exclusive use of the store.
 ///
 /// 1. Classify: per group, count point ops, range ops and writes (skipped
