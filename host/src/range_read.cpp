@@ -336,7 +336,8 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
 
   // Pass 1: every answer but the scans' entries. A scan learns its entry
   // count: from the pre-batch state when no write of the batch lies in its
-  // range, else by merging into its worker's buffer.
+  // reach (lo up to the leaf where the count meets its limit), else by
+  // merging into its worker's buffer.
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ranges), [&](const tbb::blocked_range<std::size_t>& r) {
     entry_vector& buffer = scratch.buffers.local();
     for (std::size_t i = r.begin(); i < r.end(); ++i) {
@@ -359,7 +360,8 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
           // Without writes of the batch where the scan reads, the pre-batch
           // state is the answer and its size is known now.
           key_type reach = hi[p];
-          const std::uint64_t before = spec.limit == 0 ? 0 : reader.count_before(o.leaf, lo[p], hi[p], spec.limit, &reach);
+          const std::uint64_t before =
+              spec.limit == 0 ? 0 : reader.count_before(o.leaf, lo[p], hi[p], spec.limit, &reach);
           if (spec.limit == 0 || w.first_above(reach) == w.first_at_or_above(lo[p])) {
             s.count = std::min<std::uint64_t>(before, spec.limit);
           } else {
