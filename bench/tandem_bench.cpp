@@ -373,17 +373,17 @@ int main(int argc, char** argv) {
   }
 
   // ---- tables ------------------------------------------------------------------------
-  const entries_column scans = spec.kind == workload_kind::scan || spec.kind == workload_kind::e
-                                   ? entries_column::scan_entries
-                                   : spec.kind == workload_kind::count ? entries_column::keys_counted
-                                                                       : entries_column::none;
+  const entries_column entries = spec.kind == workload_kind::scan || spec.kind == workload_kind::e
+                                     ? entries_column::scan_entries
+                                     : spec.kind == workload_kind::count ? entries_column::keys_counted
+                                                                         : entries_column::none;
   std::vector<const system_result*> tandem_rows, other_rows;
   for (const system_result& r : results) (r.tandem ? tandem_rows : other_rows).push_back(&r);
   if (sweeping) {
     print_sweep_table(tandem_rows);
     if (!other_rows.empty()) {
       std::printf("\nbaselines on the same batches:");
-      print_systems_table(other_rows, scans);
+      print_systems_table(other_rows, entries);
     }
     std::printf("tandem: device %s; %llu leaves, inner height %d; load %.3f s (%s M keys/s%s)\n",
                 tandem_rows.back()->device_used.c_str(),
@@ -402,7 +402,7 @@ int main(int argc, char** argv) {
   } else {
     std::vector<const system_result*> all;
     for (const system_result& r : results) all.push_back(&r);
-    print_systems_table(all, scans);
+    print_systems_table(all, entries);
     const tandem_figures& t = *tandem_rows.front()->tandem;
     print_stage_table(t, nb, tandem_rows.front()->run.seconds, opt.verify, warmup);
     if (probe) print_probe_lines(*probe, &t, &tandem_rows.front()->run);

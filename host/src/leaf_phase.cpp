@@ -156,13 +156,9 @@ void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answer
     tbb::parallel_for(std::size_t{0}, g_count, [&](std::size_t g) {
       if (ws.has_ordered_read[g]) store[in.leaf_ids[rt.group_ordinal[g]]].data.sort();  // scans then copy nothing
     });
-    report.read_bytes = ::tandem::host::detail::read_ranges(store, in, ws.ranges.data(), ranges, wl, out.values,
-                                                            out.found, rt.keys, ws.scan_out, *out.scans);
-  } else {
-    out.scans->scan_ops.clear();
-    out.scans->scan_begin.clear();
-    out.scans->scan_entries.clear();
   }
+  report.read_bytes = ::tandem::host::detail::read_ranges(store, in, ws.ranges.data(), ranges, wl, out.values,
+                                                          out.found, rt.keys, ws.scan_out, *out.scans);
   report.read = seconds_since(t0);
 
   // ---- 3. point ops, one task per leaf group ----------------------------------
