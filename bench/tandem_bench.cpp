@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
   workload_spec spec;
   spec.kind = to_workload(opt.workload);
   spec.dist = to_dist(opt.dist);
+  spec.sorted_load = opt.load_order == "sorted";
   spec.keys = *parse_count(opt.keys);
   spec.ops = opt.ops == "auto" ? default_ops(spec.kind) : *parse_count(opt.ops);
   spec.batch = opt.batch == "auto" ? default_batch(spec.kind) : *parse_count(opt.batch);
@@ -118,9 +119,10 @@ int main(int argc, char** argv) {
   const std::string host = host_name();
   std::printf("tandem-bench: tandem %s (CUDA layer: %s) on %s, %u CPUs (%s)\n", tandem::version(),
               tandem::built_with_cuda() ? "yes" : "no", host.c_str(), cpu_count(), cpu_model().c_str());
-  std::printf("workload %s: %s; dist %s; keys %s; ops %s; batch %s (%llu batches, up to %zu in flight)\n",
+  std::printf("workload %s: %s; dist %s; keys %s (loaded in %s order); ops %s; batch %s (%llu batches, up to %zu "
+              "in flight)\n",
               to_string(spec.kind), describe(spec.kind, spec.scan_length, spec.order).c_str(), to_string(spec.dist),
-              pow2_text(spec.keys).c_str(), pow2_text(spec.ops).c_str(), pow2_text(spec.batch).c_str(),
+              pow2_text(spec.keys).c_str(), spec.sorted_load ? "key" : "random", pow2_text(spec.ops).c_str(), pow2_text(spec.batch).c_str(),
               static_cast<unsigned long long>(nb), opt.inflight);
   std::printf("threads %zu; device %s; gpu-share %s; gpu-order %s; gpu-scatter %s; seed %llu%s\n", threads,
               opt.device.c_str(), sweeping ? "swept" : share_text.c_str(), opt.gpu_order.c_str(),
@@ -220,6 +222,7 @@ int main(int argc, char** argv) {
     }
   };
 
+  std::string load_how;  // stats().last_load after the first load
   try {
     double load_seconds = 0;
     {
@@ -228,6 +231,7 @@ int main(int argc, char** argv) {
       idx->load(ds.load_keys.data(), ds.load_values.data(), ds.load_keys.size());
       load_seconds = seconds_since(t0);
     }
+    load_how = idx->stats().last_load;
     const std::vector<std::optional<double>> runs = sweeping ? points : std::vector<std::optional<double>>{share};
     for (std::size_t p = 0; p < runs.size(); ++p) {
       const std::string req = share_string(runs[p]);
@@ -411,6 +415,7 @@ int main(int argc, char** argv) {
                 t.after.device.c_str(), gpu_line(t, share_text).c_str(), scatter_text(t).c_str(),
                 static_cast<unsigned long long>(t.after.leaves), t.after.inner_height,
                 static_cast<unsigned long long>(t.splits), static_cast<unsigned long long>(t.after.keys));
+    if (!load_how.empty()) std::printf("        load: %s\n", load_how.c_str());
     const double data_bytes = static_cast<double>(t.after.keys) * 16;
     auto percent = [&](std::size_t b) { return data_bytes > 0 ? 100.0 * static_cast<double>(b) / data_bytes : 0.0; };
     std::printf("        memory held: host %s (leaves %s, inner layout %s; %.2f bytes per byte of pairs), GPU %s "

@@ -156,6 +156,12 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->transform(CLI::IsMember({"uniform", "zipf", "sequential"}, CLI::ignore_case))
       ->type_name("D")
       ->capture_default_str();
+  app.add_option("--load-order", opt.load_order,
+                 "Order of the pairs every system bulk-loads: random, or sorted (in key order: tandem detects it "
+                 "and skips its sort)")
+      ->check(CLI::IsMember({"random", "sorted"}))
+      ->type_name("ORDER")
+      ->capture_default_str();
   app.add_option("--threads,-t", opt.threads,
                  "tandem::config.threads, and the thread count of the baselines; 0: one per hardware thread")
       ->check(CLI::Range(std::size_t{0}, std::size_t{4096}))

@@ -21,6 +21,7 @@ struct options {
   std::string batch = "auto";
   std::string workload = "C";
   std::string dist = "uniform";
+  std::string load_order = "random";  ///< random | sorted
   std::size_t threads = 0;
   std::string device = "auto";
   std::string gpu_share = "auto";

@@ -248,6 +248,7 @@ json row_of(const system_result& r, const row_context& ctx) {
   j["batch"] = spec.batch;
   j["batches"] = ctx.batches;
   j["dist"] = to_string(spec.dist);
+  j["load_order"] = spec.sorted_load ? "sorted" : "random";
   j["threads"] = ctx.threads;
   j["device"] = opt.device;
   j["gpu_order"] = is_tandem ? json(opt.gpu_order) : json(nullptr);

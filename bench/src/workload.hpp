@@ -39,11 +39,13 @@ struct workload_spec {
   std::uint64_t seed = 0;
   std::uint64_t scan_length = 0;                           ///< entries per scan of the `scan` workload
   tandem::scan_order order = tandem::scan_order::ordered;  ///< order of the `scan` workload's scans
+  bool sorted_load = false;  ///< the pairs to load come in key order (else in a random order)
 };
 
 /// Everything a run needs, built before any timing starts.
 struct dataset {
-  /// The pairs to load, in a random order (what `index::load` gets).
+  /// The pairs to load, in a random order or, with spec.sorted_load, in key
+  /// order (what `index::load` gets).
   std::vector<tandem::key_type> load_keys;
   std::vector<tandem::value_type> load_values;
   /// The op sequence, batch by batch.

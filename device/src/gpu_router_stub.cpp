@@ -25,6 +25,10 @@ void gpu_router::scatter(const std::uint32_t*, const value_type*, const std::uin
                          std::uint8_t*, scatter_timing*) {
   no_cuda();
 }
+std::vector<std::size_t> gpu_router::sort_pairs(const key_type*, const value_type*, std::size_t, std::size_t,
+                                                key_type*, value_type*, std::size_t, sort_timing*) {
+  no_cuda();
+}
 std::string gpu_router::name() const { no_cuda(); }
 int gpu_router::device_ordinal() const { no_cuda(); }
 std::vector<int> gpu_router::group_sizes() const { no_cuda(); }

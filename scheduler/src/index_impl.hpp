@@ -262,6 +262,10 @@ class index::impl {
   std::atomic<bool> auto_share_{true};
   std::atomic<double> fixed_share_{0.0};
   std::uint64_t inner_syncs_ = 0;
+  std::string last_load_;  // how the latest load sorted, for stats
+  /// Loads of fewer pairs sort on the CPU: the GPU's fixed costs (streams,
+  /// allocations, pinned staging) outweigh its speed below this.
+  static constexpr std::size_t gpu_load_min_pairs = std::size_t{1} << 16;
   std::uint64_t sequence_ = 0;  // batches run so far
 
   std::atomic<std::size_t> keys_{0};

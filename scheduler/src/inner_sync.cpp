@@ -6,6 +6,7 @@
 #include "index_impl.hpp"
 
 #include <tandem/device/device_query.hpp>
+#include <tandem/host/sorted_runs.hpp>
 #include <tandem/error.hpp>
 
 #include <oneapi/tbb/blocked_range.h>
@@ -14,7 +15,10 @@
 #include <oneapi/tbb/parallel_sort.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace tandem {
@@ -145,50 +149,111 @@ std::size_t keep_last_of_runs(std::size_t n, KeyAt key_at, ValueAt value_at, key
 }  // namespace
 
 void index::impl::load(const load_input& in) {
-  // Sorted by key; for a key given twice the later pair wins. Input already
-  // in key order (one parallel check) skips the sort; otherwise the CPU
-  // routing's radix sort orders (key, index), so equal keys keep their
-  // input order. The pairs are read where the caller keeps them.
+  // Sorted by key; for a key given twice the later pair wins. One parallel
+  // pass asks whether the input is in key order already: then the sort is
+  // skipped (and, with two arrays and no repeated key, the copy too: the
+  // leaves are built from the caller's arrays). Otherwise the GPU sorts the
+  // pairs in runs (gpu_router::sort_pairs, stable, last pair of each key
+  // kept) and the host merges the runs; without a GPU, or below
+  // gpu_load_min_pairs, or when the GPU fails, the CPU routing's radix sort
+  // orders (key, index) so that equal keys keep their input order.
+  const auto t0 = std::chrono::steady_clock::now();
   const std::size_t n = in.n, stride = in.stride;
   auto key_of = [&](std::size_t i) { return in.keys[i * stride]; };
   auto value_of = [&](std::size_t i) { return in.values[i * stride]; };
+  struct order {
+    bool sorted = true;    // non-decreasing keys
+    bool distinct = true;  // strictly increasing keys
+  };
+  const order o = tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(1, std::max<std::size_t>(n, 1), std::size_t{1} << 16), order{},
+      [&](const tbb::blocked_range<std::size_t>& r, order acc) {
+        for (std::size_t i = r.begin(); i < r.end() && acc.sorted; ++i) {
+          acc.sorted = key_of(i - 1) <= key_of(i);
+          acc.distinct = acc.distinct && key_of(i - 1) < key_of(i);
+        }
+        return acc;
+      },
+      [](order x, order y) { return order{x.sorted && y.sorted, x.distinct && y.distinct}; });
+
   scheduler::host_array<key_type> keys;
   scheduler::host_array<value_type> values;
+  const key_type* sorted_keys = keys.data();
+  const value_type* sorted_values = values.data();
   std::size_t m = 0;
-  const bool sorted = tbb::parallel_reduce(
-      tbb::blocked_range<std::size_t>(1, std::max<std::size_t>(n, 1), std::size_t{1} << 16), true,
-      [&](const tbb::blocked_range<std::size_t>& r, bool ok) {
-        for (std::size_t i = r.begin(); i < r.end() && ok; ++i) ok = key_of(i - 1) <= key_of(i);
-        return ok;
-      },
-      [](bool x, bool y) { return x && y; });
-  if (sorted) {
-    m = keep_last_of_runs(n, key_of, value_of, keys.get(n), values.get(n));
-  } else if (n < std::size_t{std::numeric_limits<std::uint32_t>::max()}) {
-    scheduler::host_array<key_type> sorted_keys;
-    scheduler::host_array<std::uint32_t> positions;
-    {
-      host::route_workspace work;
-      host::sort_keys(in.keys, stride, n, sorted_keys.get(n), positions.get(n), work);
-    }
-    const key_type* sk = sorted_keys.data();
-    const std::uint32_t* pos = positions.data();
-    m = keep_last_of_runs(
-        n, [&](std::size_t i) { return sk[i]; }, [&](std::size_t i) { return value_of(pos[i]); }, keys.get(n),
-        values.get(n));
-  } else {  // positions need more than 32 bits
-    std::vector<std::pair<key_type, std::size_t>> order(n);
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n), [&](const tbb::blocked_range<std::size_t>& r) {
-      for (std::size_t i = r.begin(); i < r.end(); ++i) order[i] = {key_of(i), i};
-    });
-    tbb::parallel_sort(order.begin(), order.end());
-    m = keep_last_of_runs(
-        n, [&](std::size_t i) { return order[i].first; }, [&](std::size_t i) { return value_of(order[i].second); },
-        keys.get(n), values.get(n));
+  std::string how;
+  auto into_arrays = [&](std::size_t kept) {
+    m = kept;
+    sorted_keys = keys.data();
+    sorted_values = values.data();
+  };
+  if (o.sorted && o.distinct && stride == 1) {
+    sorted_keys = in.keys;
+    sorted_values = in.values;
+    m = n;
+    how = "input in key order";
+  } else if (o.sorted) {
+    into_arrays(keep_last_of_runs(n, key_of, value_of, keys.get(n), values.get(n)));
+    how = "input in key order, repeated keys dropped";
   }
-  store_ = host::leaf_store::bulk_load(keys.data(), values.data(), m, cfg_.leaf_fill);
+  const bool gpu_can = gpu_ && !degraded_.load() && n >= gpu_load_min_pairs &&
+                       (stride == 1 || (stride == 2 && in.values == in.keys + 1));
+  scheduler::host_array<key_type> run_keys;  // the GPU's runs
+  scheduler::host_array<value_type> run_values;
+  if (!o.sorted && gpu_can) {
+    try {
+      device::sort_timing t;
+      const std::vector<std::size_t> bounds =
+          gpu_->sort_pairs(in.keys, in.values, stride, n, run_keys.get(n), run_values.get(n), 0, &t);
+      const auto merge0 = std::chrono::steady_clock::now();
+      if (bounds.size() == 2) {  // one run: sorted and unique already
+        sorted_keys = run_keys.data();
+        sorted_values = run_values.data();
+        m = bounds[1];
+      } else {
+        into_arrays(host::merge_sorted_runs(run_keys.data(), run_values.data(), bounds, keys.get(n), values.get(n)));
+      }
+      char text[192];
+      std::snprintf(text, sizeof text, "GPU sort in %zu run%s (up %.3f s, sort %.3f s, down %.3f s), host merge %.3f s",
+                    t.runs, t.runs == 1 ? "" : "s", t.upload, t.sort, t.download,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - merge0).count());
+      how = text;
+    } catch (const std::exception&) {
+      note_gpu_failure();  // the CPU sorts instead
+    }
+  }
+  if (!o.sorted && how.empty()) {
+    if (n < std::size_t{std::numeric_limits<std::uint32_t>::max()}) {
+      scheduler::host_array<key_type> radix_keys;
+      scheduler::host_array<std::uint32_t> positions;
+      {
+        host::route_workspace work;
+        host::sort_keys(in.keys, stride, n, radix_keys.get(n), positions.get(n), work);
+      }
+      const key_type* sk = radix_keys.data();
+      const std::uint32_t* pos = positions.data();
+      into_arrays(keep_last_of_runs(
+          n, [&](std::size_t i) { return sk[i]; }, [&](std::size_t i) { return value_of(pos[i]); }, keys.get(n),
+          values.get(n)));
+    } else {  // positions need more than 32 bits
+      std::vector<std::pair<key_type, std::size_t>> order(n);
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n), [&](const tbb::blocked_range<std::size_t>& r) {
+        for (std::size_t i = r.begin(); i < r.end(); ++i) order[i] = {key_of(i), i};
+      });
+      tbb::parallel_sort(order.begin(), order.end());
+      into_arrays(keep_last_of_runs(
+          n, [&](std::size_t i) { return order[i].first; }, [&](std::size_t i) { return value_of(order[i].second); },
+          keys.get(n), values.get(n)));
+    }
+    how = "CPU radix sort";
+  }
+  store_ = host::leaf_store::bulk_load(sorted_keys, sorted_values, m, cfg_.leaf_fill);
   rebuild_table_from_store();
   ++inner_syncs_;
+  char text[64];
+  std::snprintf(text, sizeof text, "%zu pairs in %.3f s: ", n,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  last_load_ = text + how;
 }
 
 void index::impl::verify_all() {

@@ -39,6 +39,7 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.gpu_failures = gpu_failures_;
   stats_.gpu_group_sizes = group_sizes_;
   stats_.inner_syncs = inner_syncs_;
+  stats_.last_load = last_load_;
   stats_.keys = keys_.load(std::memory_order_acquire);
   stats_.leaves = table_.size();
   stats_.inner_height = layout_->height();

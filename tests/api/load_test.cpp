@@ -1,8 +1,11 @@
 // index::load against a std::map model: unsorted, sorted, reverse and
 // duplicate-heavy inputs (the later pair of a key wins), keys 0 and
-// UINT64_MAX, sizes 0 .. 200000, one and several threads. The contents are
-// read back by one ordered scan over everything and by gets of every model
-// key and its neighbours.
+// UINT64_MAX, sizes 0 .. 200000, one and several threads, and with a GPU the
+// GPU sort and its fallback. The contents are read back by one ordered scan
+// over everything and by gets of every model key and its neighbours;
+// stats().last_load says which path ran.
+#include <tandem/device/device_query.hpp>
+#include <tandem/scheduler/testing.hpp>
 #include <tandem/tandem.hpp>
 
 #include <gtest/gtest.h>
@@ -68,6 +71,50 @@ std::vector<entry> make_pairs(input p, std::size_t n, std::uint64_t seed) {
   return pairs;
 }
 
+/// Loads `pairs` (as entries or as two arrays) into `idx` and checks its
+/// contents against the model by one scan over everything and by gets of
+/// every model key and its neighbours.
+void load_and_check(tandem::index& idx, const std::vector<entry>& pairs, bool as_entries) {
+  std::map<key_type, value_type> model;
+  for (const entry& e : pairs) model[e.key] = e.value;
+  if (as_entries) {
+    idx.load(pairs);
+  } else {
+    std::vector<key_type> k(pairs.size());
+    std::vector<value_type> v(pairs.size());
+    for (std::size_t i = 0; i < pairs.size(); ++i) k[i] = pairs[i].key, v[i] = pairs[i].value;
+    idx.load(k.data(), v.data(), k.size());
+  }
+  ASSERT_EQ(idx.size(), model.size());
+  ASSERT_NO_THROW(idx.verify());
+
+  const batch_result all = idx.execute(batch{}.scan(min_key, max_key, max_scan_limit));
+  const auto entries = all.scan_entries();
+  ASSERT_EQ(entries.size(), model.size());
+  auto it = model.begin();
+  for (const entry& e : entries) {
+    ASSERT_EQ(e.key, it->first);
+    ASSERT_EQ(e.value, it->second) << "key " << e.key;
+    ++it;
+  }
+  batch probes;
+  std::vector<key_type> asked;
+  for (const auto& [k, v] : model) {
+    for (const key_type q : {k - 1, k, k + 1}) {  // wraps at the edges: still keys to ask for
+      probes.get(q);
+      asked.push_back(q);
+    }
+  }
+  const batch_result got = idx.execute(probes);
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    const auto m = model.find(asked[i]);
+    ASSERT_EQ(got.found(i), m != model.end()) << "key " << asked[i];
+    if (m != model.end()) {
+      ASSERT_EQ(got.value(i), m->second) << "key " << asked[i];
+    }
+  }
+}
+
 class LoadTest : public ::testing::TestWithParam<std::tuple<input, std::size_t, std::size_t>> {};
 
 TEST_P(LoadTest, MatchesTheModelLaterDuplicateWins) {
@@ -75,52 +122,59 @@ TEST_P(LoadTest, MatchesTheModelLaterDuplicateWins) {
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     SCOPED_TRACE(std::string(name(pattern)) + " n " + std::to_string(n) + " threads " + std::to_string(threads) +
                  " seed " + std::to_string(seed));
-    const std::vector<entry> pairs = make_pairs(pattern, n, seed);
-    std::map<key_type, value_type> model;
-    for (const entry& e : pairs) model[e.key] = e.value;
-
     config cfg;
     cfg.device = device_kind::cpu;
     cfg.threads = threads;
     tandem::index idx(cfg);
     idx.execute(batch{}.put(5, 5).put(max_key, 1));  // replaced by the load
-    if (seed % 2) {
-      idx.load(pairs);
-    } else {
-      std::vector<key_type> k(pairs.size());
-      std::vector<value_type> v(pairs.size());
-      for (std::size_t i = 0; i < pairs.size(); ++i) k[i] = pairs[i].key, v[i] = pairs[i].value;
-      idx.load(k.data(), v.data(), k.size());
+    ASSERT_NO_FATAL_FAILURE(load_and_check(idx, make_pairs(pattern, n, seed), seed % 2 == 1));
+    const std::string how = idx.stats().last_load;
+    const bool in_order = pattern == input::sorted || pattern == input::sorted_duplicates || n < 2 ||
+                          pattern == input::all_equal;
+    if (in_order) {
+      EXPECT_NE(how.find("input in key order"), std::string::npos) << how;
+    } else if (n > 2) {  // two random keys may come in order
+      EXPECT_NE(how.find("CPU radix sort"), std::string::npos) << how;
     }
-    ASSERT_EQ(idx.size(), model.size());
-    ASSERT_NO_THROW(idx.verify());
+  }
+}
 
-    const batch_result all = idx.execute(batch{}.scan(min_key, max_key, max_scan_limit));
-    const auto entries = all.scan_entries();
-    ASSERT_EQ(entries.size(), model.size());
-    auto it = model.begin();
-    for (const entry& e : entries) {
-      ASSERT_EQ(e.key, it->first);
-      ASSERT_EQ(e.value, it->second) << "key " << e.key;
-      ++it;
-    }
-    batch probes;
-    std::vector<key_type> asked;
-    for (const auto& [k, v] : model) {
-      for (const key_type q : {k - 1, k, k + 1}) {  // wraps at the edges: still keys to ask for
-        probes.get(q);
-        asked.push_back(q);
-      }
-    }
-    const batch_result got = idx.execute(probes);
-    for (std::size_t i = 0; i < asked.size(); ++i) {
-      const auto m = model.find(asked[i]);
-      ASSERT_EQ(got.found(i), m != model.end()) << "key " << asked[i];
-      if (m != model.end()) {
-        ASSERT_EQ(got.value(i), m->second) << "key " << asked[i];
+bool have_gpu(std::string& why) {
+  const auto report = device::query_devices();
+  why = report.reason;
+  return !report.devices.empty();
+}
+
+// With a GPU, unsorted loads of 2^16 pairs or more sort on it (one run at
+// these sizes); a failing GPU sort falls back to the CPU's with the same
+// contents.
+TEST(GpuLoad, SortsOnTheGpuAndMatchesTheModel) {
+  std::string why;
+  if (!have_gpu(why)) GTEST_SKIP() << "no usable GPU: " << why;
+  config cfg;
+  cfg.device = device_kind::gpu;
+  tandem::index idx(cfg);
+  std::uint64_t seed = 11;
+  for (const input p : {input::uniform, input::reverse, input::narrow, input::edges}) {
+    for (const std::size_t n : {std::size_t{70'000}, std::size_t{1'000'003}}) {
+      for (const bool as_entries : {false, true}) {
+        SCOPED_TRACE(std::string(name(p)) + " n " + std::to_string(n) + (as_entries ? " entries" : " arrays"));
+        ASSERT_NO_FATAL_FAILURE(load_and_check(idx, make_pairs(p, n, seed++), as_entries));
+        const std::string how = idx.stats().last_load;
+        EXPECT_NE(how.find("GPU sort in 1 run"), std::string::npos) << how;
       }
     }
   }
+  // Below the GPU's threshold the CPU sorts.
+  ASSERT_NO_FATAL_FAILURE(load_and_check(idx, make_pairs(input::uniform, 1000, 3), false));
+  EXPECT_NE(idx.stats().last_load.find("CPU radix sort"), std::string::npos) << idx.stats().last_load;
+  const std::uint64_t failures = idx.stats().gpu_failures;
+  for (const device::stage s : {device::stage::upload, device::stage::sort, device::stage::download}) {
+    ASSERT_TRUE(detail::index_access::inject_gpu_fault(idx, s, 1));
+    ASSERT_NO_FATAL_FAILURE(load_and_check(idx, make_pairs(input::narrow, 100'000, seed++), true));
+    EXPECT_NE(idx.stats().last_load.find("CPU radix sort"), std::string::npos) << idx.stats().last_load;
+  }
+  EXPECT_EQ(idx.stats().gpu_failures, failures + 3);
 }
 
 TEST(Load, NullArraysAreRefusedAndChangeNothing) {

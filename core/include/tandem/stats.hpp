@@ -61,6 +61,10 @@ struct stats {
   std::array<std::uint64_t, op_type_count> ops_by_type{};  ///< indexed by op_type
   std::uint64_t splits = 0;          ///< leaf splits
   std::uint64_t inner_syncs = 0;     ///< inner-layout rebuilds
+  /// How the latest index::load ran: pairs, seconds and how they were put
+  /// in key order ("input in key order", "GPU sort in 1 run (...)", "CPU
+  /// radix sort"); empty before the first load.
+  std::string last_load;
   std::uint64_t callback_errors = 0; ///< exceptions thrown by user callbacks
   std::string last_callback_error;   ///< what() of the latest one
 

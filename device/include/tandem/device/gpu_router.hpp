@@ -169,6 +169,19 @@ struct scatter_timing {
   std::size_t bytes_down = 0;
 };
 
+/// Seconds and bytes of the last sort_pairs (host clock; the phases of a
+/// run follow one another).
+struct sort_timing {
+  double upload = 0;    ///< H2D of the pairs, with the host staging copies
+  double sort = 0;      ///< the radix sorts, the last-of-key flags and the selects
+  double download = 0;  ///< D2H of the kept pairs, with the host copy-out
+  double total = 0;     ///< wall time of sort_pairs()
+  std::size_t runs = 0;        ///< runs the pairs were sorted in
+  std::size_t run_pairs = 0;   ///< pairs per run (the last may hold fewer)
+  std::size_t bytes_up = 0;    ///< bytes moved host -> device
+  std::size_t bytes_down = 0;  ///< bytes moved device -> host
+};
+
 class gpu_router {
  public:
   /// @brief Takes the device `options.device_ordinal`, creates its streams
@@ -226,6 +239,30 @@ class gpu_router {
   void scatter(const std::uint32_t* positions, const value_type* values, const std::uint8_t* flags, std::size_t n,
                value_type* values_out, std::uint8_t* flags_out, scatter_timing* timing = nullptr);
 
+  /// @brief Sorts the pairs (keys[i * stride], values[i * stride]), i < n,
+  ///        by key on the GPU and keeps the last pair of each key (a later
+  ///        pair wins), in runs: pairs [r * R, (r + 1) * R) go up as run r
+  ///        (R = run_pairs, or when 0 as many as fit in half the device
+  ///        memory free at the call), are sorted there (CUB radix sort over
+  ///        all 64 bits, stable: equal keys keep input order), compacted to
+  ///        the last pair of each key, and come down into keys_out /
+  ///        values_out right after the runs before them. Within a run keys
+  ///        strictly increase; a key may recur in later runs, whose pair
+  ///        then wins (host::merge_sorted_runs merges them). Pageable arrays
+  ///        go through two pinned pieces of 16 MiB: one crosses PCIe while
+  ///        the copy threads fill or empty the other. The device memory the
+  ///        call takes is freed before it returns. Needs no layout. Waits.
+  /// @param stride 1 (two arrays), or 2 with values == keys + 1 (an array
+  ///        of key-value entries)
+  /// @param keys_out, values_out room for n pairs each
+  /// @return run boundaries b[0..runs]: run r is [b[r], b[r + 1]) of the
+  ///         outputs, b[0] = 0 and b[runs] = pairs written ({0} for n == 0)
+  /// @throws std::invalid_argument on a null array for n > 0 or another stride
+  /// @throws tandem::cuda_error when a CUDA call fails (outputs unspecified)
+  std::vector<std::size_t> sort_pairs(const key_type* keys, const value_type* values, std::size_t stride,
+                                      std::size_t n, key_type* keys_out, value_type* values_out,
+                                      std::size_t run_pairs = 0, sort_timing* timing = nullptr);
+
   /// @return e.g. "NVIDIA H200 (sm_90, 139.8 GiB)"
   [[nodiscard]] std::string name() const;
   /// @return the CUDA device ordinal in use.
@@ -252,7 +289,7 @@ class gpu_router {
   [[nodiscard]] double last_upload_seconds() const;
   [[nodiscard]] double last_calibration_seconds() const;
 
-  /// @brief Test hook: the next `count` calls (route, upload or scatter)
+  /// @brief Test hook: the next `count` calls (route, upload, scatter or sort_pairs)
   ///        reaching stage `s` fail with a CUDA error (cudaErrorLaunchFailure,
   ///        simulated: the context stays healthy), thrown as
   ///        tandem::cuda_error. count <= 0 disarms.

@@ -3,7 +3,8 @@
 /// `gpu_router::state` (private): what the router's three implementation
 /// files share. gpu_router.cu owns the mirror (version buffers, upload,
 /// calibration, descent launches); gpu_route.cu the route resources;
-/// gpu_scatter.cu the scatter resources. Each resource set has its own mutex
+/// gpu_scatter.cu the scatter resources; gpu_sort.cu the load sort (whose
+/// arrays live only during the call). Each resource set has its own mutex
 /// and streams, so an upload, a route and a scatter may run at once on three
 /// threads; only the copy pool is shared (its calls take turns).
 ///
@@ -16,6 +17,7 @@
 ///     upload_mutex  upload_stream, calibration, buffers[idle] contents
 ///     route_mutex   route
 ///     scatter_mutex scatter
+///     sort_mutex    sort_pairs
 
 #include <tandem/core/routed_batch.hpp>
 #include <tandem/core/types.hpp>
@@ -195,6 +197,8 @@ struct gpu_router::state {
 
   std::mutex scatter_mutex;
   detail::scatter_resources scatter;  // gpu_scatter.cu
+
+  std::mutex sort_mutex;  // sort_pairs (gpu_sort.cu): one at a time, its arrays local to the call
 
   detail::copy_pool pool;
   std::array<std::atomic<int>, stage_count> faults{};
