@@ -129,6 +129,60 @@ TEST(LeafStore, SplitAtMedianKeepsChainAndFences) {
   EXPECT_EQ(s.walk_right(r.left, keys[15]), r.left);
 }
 
+TEST(LeafStore, SplitAtTheKeyAboutToGoInWhenAtMostOneKeyIsAbove) {
+  const auto keys = spread_keys(32);  // the last is max_key
+  std::vector<value_type> values(keys.begin(), keys.end());
+  {  // one key (max_key) above: the left keeps 31
+    auto s = small_store::bulk_load(keys.data(), values.data(), keys.size(), 1.0);
+    const split_record r = s.split(s.head(), keys[30] + 1);
+    EXPECT_EQ(r.separator, max_key);
+    EXPECT_EQ(s[r.left].data.size(), 31u);
+    EXPECT_EQ(s[r.right].data.size(), 1u);
+    EXPECT_NO_THROW(s.verify());
+  }
+  {  // none above: the left keeps all, the right owns [next, max] empty
+    auto s = small_store::bulk_load(keys.data(), values.data(), keys.size() - 1, 1.0);
+    const split_record r = s.split(s.head(), keys[30] + 5);
+    EXPECT_EQ(r.separator, keys[30] + 5);
+    EXPECT_EQ(s[r.left].data.size(), 31u);
+    EXPECT_EQ(s[r.right].data.size(), 0u);
+    EXPECT_EQ(s[r.left].high, keys[30] + 4);
+    EXPECT_NO_THROW(s.verify());
+  }
+  {  // two above: the median
+    auto s = small_store::bulk_load(keys.data(), values.data(), keys.size(), 1.0);
+    const split_record r = s.split(s.head(), keys[29] + 1);
+    EXPECT_EQ(r.separator, keys[16]);
+    EXPECT_EQ(s[r.left].data.size(), 16u);
+  }
+}
+
+TEST(LeafStore, AscendingInsertsLeaveFullLeaves) {
+  // Keys appended at the right end (below max_key, which stays the last key),
+  // in batches: every leaf but the last two ends full; median splits would
+  // leave them half full.
+  const auto keys = spread_keys(100);
+  std::vector<value_type> values(keys.begin(), keys.end());
+  auto s = small_store::bulk_load(keys.data(), values.data(), keys.size(), 1.0);
+  const std::size_t loaded_leaves = s.leaf_count();
+  key_type next = keys[98] + 1;
+  std::size_t inserted = 0;
+  for (int b = 0; b < 40; ++b) {
+    std::vector<point_op> run;
+    for (int i = 0; i < 25; ++i) run.push_back({next++, next, op_kind::insert});
+    std::vector<point_result> res(run.size());
+    s.apply(s.head(), run.data(), run.size(), res.data());
+    inserted += run.size();
+  }
+  ASSERT_NO_THROW(s.verify());
+  EXPECT_EQ(s.size(), keys.size() + inserted);
+  const leaf_table t = s.table();
+  std::size_t full = 0;
+  for (std::size_t i = loaded_leaves; i + 2 < t.size(); ++i) full += s[t.ids[i]].data.size() >= 31;
+  EXPECT_EQ(full, t.size() - loaded_leaves - 2);
+  EXPECT_LE(t.size(), loaded_leaves + inserted / 31 + 2);
+}
+
 TEST(LeafStore, ApplySplitsFullLeavesAndReportsSeparators) {
   small_store s;
   std::vector<point_op> run;

@@ -408,18 +408,28 @@ class basic_bpa {
   }
 
   /// @brief Moves the upper half of the entries (by key) into `right`, which
-  ///        is overwritten, and rebuilds this BPA from the lower half.
-  /// @return the separator: the smallest key now in `right`.
+  ///        is overwritten, and rebuilds this BPA from the lower half. With
+  ///        `next` (the key about to be inserted) above every entry but at
+  ///        most one, splits at `next` instead: this BPA keeps the entries
+  ///        below it (full) and `right` gets the rest (none or one), so keys
+  ///        appended in ascending order leave full leaves behind them.
+  /// @return the separator: the smallest key `right` owns (its least entry,
+  ///         or `next` when it gets none).
   /// @note Requires size() >= 2.
-  key_type split_into(basic_bpa& right) {
+  key_type split_into(basic_bpa& right, std::optional<key_type> next = std::nullopt) {
     key_type keys[capacity];
     value_type values[capacity];
     const std::size_t n = size_;
     extract_sorted(keys, values);
-    const std::size_t lower = n / 2;
+    std::size_t lower = n / 2;
+    if (next) {
+      const auto at = static_cast<std::size_t>(std::lower_bound(keys, keys + n, *next) - keys);
+      if (at >= 1 && n - at <= 1) lower = at;
+    }
+    const key_type separator = lower < n ? keys[lower] : *next;
     right.assign_sorted(keys + lower, values + lower, n - lower);
     assign_sorted(keys, values, lower);
-    return keys[lower];
+    return separator;
   }
 
   /// @brief Moves the log into the blocks: appends in place when every block

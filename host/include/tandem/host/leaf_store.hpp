@@ -22,6 +22,7 @@
 #include <tandem/host/leaf.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 // oneTBB is a dependency of the host layer only; users of tandem/tandem.hpp
@@ -86,7 +87,10 @@ class basic_leaf_store {
 
   /// @brief Splits leaf `id` at its median key: the lower half stays, the
   ///        upper half moves to a new right neighbour. Requires >= 2 keys.
-  split_record split(leaf_id id);
+  ///        With `next`, the key about to go in: when at most one key of it
+  ///        lies at or above `next`, splits there instead (bpa::split_into), so
+  ///        that inserts in ascending order leave full leaves behind.
+  split_record split(leaf_id id, std::optional<key_type> next = std::nullopt);
 
   /// @brief Applies a run of point ops sorted by key, starting at leaf `id`,
   ///        splitting leaves that fill up; ops past a leaf's high fence follow

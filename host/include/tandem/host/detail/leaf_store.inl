@@ -86,11 +86,11 @@ std::size_t basic_leaf_store<Bpa>::size() const {
 }
 
 template <class Bpa>
-split_record basic_leaf_store<Bpa>::split(leaf_id id) {
+split_record basic_leaf_store<Bpa>::split(leaf_id id, std::optional<key_type> next) {
   const leaf_id right_id = allocate();
   leaf_type& left = leaves_[id];
   leaf_type& right = leaves_[right_id];
-  const key_type separator = left.data.split_into(right.data);
+  const key_type separator = left.data.split_into(right.data, next);
   right.low = separator;
   right.high = left.high;
   right.right = left.right;
@@ -110,7 +110,7 @@ void basic_leaf_store<Bpa>::apply(leaf_id id, const point_op* ops, std::size_t n
     while (end < n && ops[end].key <= l.high) ++end;
     done += l.data.apply(ops + done, end - done, results + done, path);
     if (done < end) {  // full: split, continue in the half that owns the next key
-      const split_record s = split(id);
+      const split_record s = split(id, ops[done].key);
       if (splits) splits->push_back(s);
     }
   }
