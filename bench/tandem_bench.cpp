@@ -162,7 +162,8 @@ int main(int argc, char** argv) {
   dataset ds;
   std::vector<std::vector<tandem::op>> warm;
   try {
-    ds = make_dataset(spec);
+    progress_bar bar("setup", dataset_steps, "steps");
+    ds = make_dataset(spec, [&](std::size_t done) { bar.update(done); });
     warm = make_warmup_batches(ds, spec, warmup);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem-bench: %s\n", e.what());
@@ -411,10 +412,11 @@ int main(int argc, char** argv) {
     print_stage_table(t, nb, tandem_rows.front()->run.seconds, opt.verify, warmup);
     if (probe) print_probe_lines(*probe, &t, &tandem_rows.front()->run);
     std::printf("tandem: device %s; %s;\n        %s; %llu leaves, inner height %d, %llu splits in the run, %llu "
-                "keys\n",
+                "keys (%.0f a leaf)\n",
                 t.after.device.c_str(), gpu_line(t, share_text).c_str(), scatter_text(t).c_str(),
                 static_cast<unsigned long long>(t.after.leaves), t.after.inner_height,
-                static_cast<unsigned long long>(t.splits), static_cast<unsigned long long>(t.after.keys));
+                static_cast<unsigned long long>(t.splits), static_cast<unsigned long long>(t.after.keys),
+                t.after.leaves > 0 ? static_cast<double>(t.after.keys) / static_cast<double>(t.after.leaves) : 0.0);
     if (!load_how.empty()) std::printf("        load: %s\n", load_how.c_str());
     const double data_bytes = static_cast<double>(t.after.keys) * 16;
     auto percent = [&](std::size_t b) { return data_bytes > 0 ? 100.0 * static_cast<double>(b) / data_bytes : 0.0; };

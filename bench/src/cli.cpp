@@ -152,7 +152,8 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->capture_default_str();
   app.add_option("--dist,-d", opt.dist,
                  "Which loaded keys the ops use: uniform; zipf (YCSB scrambled zipfian, constant 0.99: popular "
-                 "ranks scattered over the keys by FNV); sequential (walks the keys in key order)")
+                 "ranks scattered over the keys by FNV); sequential (walks the keys in key order; "
+                 "the inserts of load and E append new keys in ascending order at the right end)")
       ->transform(CLI::IsMember({"uniform", "zipf", "sequential"}, CLI::ignore_case))
       ->type_name("D")
       ->capture_default_str();

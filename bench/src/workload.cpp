@@ -200,7 +200,10 @@ tandem::value_type put_value(key_type key, std::uint64_t batch_no) noexcept {
   return splitmix64(key + (batch_no + 1) * 0x9e3779b97f4a7c15ull);
 }
 
-dataset make_dataset(const workload_spec& spec) {
+dataset make_dataset(const workload_spec& spec, const std::function<void(std::size_t)>& progress) {
+  auto step = [&](std::size_t done) {
+    if (progress) progress(done);
+  };
   if (spec.keys < 2) throw std::invalid_argument("--keys must be at least 2 (0 and UINT64_MAX are always loaded)");
   if (spec.batch == 0) throw std::invalid_argument("--batch must be at least 1");
   const std::uint64_t n = spec.keys;
@@ -222,7 +225,15 @@ dataset make_dataset(const workload_spec& spec) {
   dataset ds;
   ds.new_keys = new_count;
   std::vector<key_type> pool = distinct_random_keys(n - 2 + new_count, spec.seed);
+  // Sequential: the new keys are the largest, inserted in ascending order
+  // (appended at the right end, below UINT64_MAX).
+  const bool appends = spec.dist == key_dist::sequential && new_count > 0;
+  if (appends) tbb::parallel_sort(pool.begin(), pool.end());
   ds.load_keys.assign(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(n - 2));
+  if (appends && !spec.sorted_load) {
+    std::mt19937_64 rng(splitmix64(spec.seed ^ 0x5bf1));
+    std::shuffle(ds.load_keys.begin(), ds.load_keys.end(), rng);
+  }
   ds.load_keys.push_back(tandem::min_key);
   ds.load_keys.push_back(tandem::max_key);
   if (spec.sorted_load) {
@@ -235,6 +246,7 @@ dataset make_dataset(const workload_spec& spec) {
   const std::vector<key_type> new_keys(pool.begin() + static_cast<std::ptrdiff_t>(n - 2), pool.end());
   std::vector<key_type>().swap(pool);
 
+  step(1);
   ds.load_values.resize(n);
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n), [&](const tbb::blocked_range<std::size_t>& r) {
     for (std::size_t i = r.begin(); i < r.end(); ++i) ds.load_values[i] = load_value(ds.load_keys[i]);
@@ -244,6 +256,7 @@ dataset make_dataset(const workload_spec& spec) {
   // order for the sequential walk, else in load order (random already, or
   // sorted: no sort needed for uniform picks; zipf's ranks are scattered by
   // a hash).
+  step(2);
   std::vector<key_type> by_rank;
   if (spec.dist == key_dist::sequential) {
     by_rank = ds.load_keys;
@@ -254,6 +267,7 @@ dataset make_dataset(const workload_spec& spec) {
   std::unique_ptr<zipfian> zipf;
   if (spec.dist == key_dist::zipf) zipf = std::make_unique<zipfian>(n, zipf_theta);
 
+  step(3);
   ds.batches.resize(nb);
   tbb::parallel_for(std::uint64_t{0}, nb, [&](std::uint64_t b) {
     std::mt19937_64 rng(splitmix64(splitmix64(spec.seed) ^ (b + 1)));
@@ -313,6 +327,7 @@ dataset make_dataset(const workload_spec& spec) {
       }
     }
   });
+  step(4);
   return ds;
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,8 +61,13 @@ struct dataset {
 /// on the order in which the baselines run a batch's ops.
 [[nodiscard]] tandem::value_type put_value(tandem::key_type key, std::uint64_t batch_no) noexcept;
 
-/// Builds the dataset (parallel, deterministic for a given spec).
-[[nodiscard]] dataset make_dataset(const workload_spec& spec);
+/// Steps of make_dataset, for a progress bar: called with 1..dataset_steps.
+inline constexpr std::size_t dataset_steps = 4;
+
+/// Builds the dataset (parallel, deterministic for a given spec); calls
+/// `progress` (when set) with the number of steps done.
+[[nodiscard]] dataset make_dataset(const workload_spec& spec,
+                                   const std::function<void(std::size_t)>& progress = {});
 
 /// `count` batches of `batch` ops on uniformly drawn loaded keys (own seed,
 /// apart from the measured ops), in the workload's mix of reads, with its
