@@ -124,9 +124,9 @@ int main(int argc, char** argv) {
               to_string(spec.kind), describe(spec.kind, spec.scan_length, spec.order).c_str(), to_string(spec.dist),
               pow2_text(spec.keys).c_str(), spec.sorted_load ? "key" : "random", pow2_text(spec.ops).c_str(), pow2_text(spec.batch).c_str(),
               static_cast<unsigned long long>(nb), opt.inflight);
-  std::printf("threads %zu; device %s; gpu-share %s; gpu-order %s; gpu-scatter %s; seed %llu%s\n", threads,
-              opt.device.c_str(), sweeping ? "swept" : share_text.c_str(), opt.gpu_order.c_str(),
-              opt.gpu_scatter.c_str(), static_cast<unsigned long long>(spec.seed), opt.verify ? "; verify on" : "");
+  std::printf("threads %zu; device %s; gpu-share %s; gpu-order %s; gpu-scatter %s; gpu-route-keys %s; seed %llu%s\n",
+              threads, opt.device.c_str(), sweeping ? "swept" : share_text.c_str(), opt.gpu_order.c_str(),
+              opt.gpu_scatter.c_str(), opt.gpu_route_keys == "0" ? "unbounded" : opt.gpu_route_keys.c_str(), static_cast<unsigned long long>(spec.seed), opt.verify ? "; verify on" : "");
   if (sweeping) {
     std::printf("sweep share: 0, 0.1, ..., 1, auto on one index (%s); %llu warm-up batches of %s before each point\n",
                 reload_each_point ? "reloaded before each point: the workload inserts new keys"
@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
   cfg.leaf_fill = opt.leaf_fill;
   cfg.gpu_order = to_gpu_order(opt.gpu_order);
   cfg.gpu_scatter = opt.gpu_scatter == "on";
+  cfg.max_gpu_route_keys = static_cast<std::size_t>(*parse_count(opt.gpu_route_keys));
   cfg.device = opt.device == "gpu"   ? tandem::device_kind::gpu
                : opt.device == "cpu" ? tandem::device_kind::cpu
                                      : tandem::device_kind::automatic;

@@ -210,6 +210,13 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(CLI::IsMember({"full", "partial", "none"}))
       ->type_name("ORDER")
       ->capture_default_str();
+  app.add_option("--gpu-route-keys", opt.gpu_route_keys,
+                 "tandem::config.max_gpu_route_keys: most keys one GPU route takes (larger GPU shares go in "
+                 "slices the host merges; such batches scatter on the host); bounds the GPU memory of batches. "
+                 "0: no bound")
+      ->check(count_in(0, std::uint64_t{1} << 32, false))
+      ->type_name("N")
+      ->capture_default_str();
   app.add_option("--gpu-scatter", opt.gpu_scatter,
                  "tandem::config.gpu_scatter: on, a GPU-routed batch's answers go back to batch order on the GPU; "
                  "off, on the host. The tandem line says how many batches scattered where")

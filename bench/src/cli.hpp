@@ -32,6 +32,7 @@ struct options {
   int fanout = 32;
   std::string gpu_order = "full";   ///< full | partial | none
   std::string gpu_scatter = "on";   ///< on | off
+  std::string gpu_route_keys = "0";  ///< config.max_gpu_route_keys (0: no bound)
   double leaf_fill = 0.75;
   bool verify = false;
   bool baselines = true;

@@ -253,6 +253,7 @@ json row_of(const system_result& r, const row_context& ctx) {
   j["device"] = opt.device;
   j["gpu_order"] = is_tandem ? json(opt.gpu_order) : json(nullptr);
   j["gpu_scatter"] = is_tandem ? json(opt.gpu_scatter) : json(nullptr);
+  j["gpu_route_keys"] = is_tandem ? json(*parse_count(opt.gpu_route_keys)) : json(nullptr);
   j["gpu_share"] = is_tandem ? r.requested_share : json(nullptr);                  // requested
   j["gpu_share_used"] = is_tandem ? json(r.tandem->share_used()) : json(nullptr);  // over the run
   j["ops_per_s"] = r.run.seconds > 0 ? static_cast<double>(r.run.ops) / r.run.seconds : 0.0;

@@ -53,6 +53,12 @@ class host_array {
     return data_;
   }
   [[nodiscard]] T* data() const noexcept { return data_; }
+  /// Gives the memory back.
+  void release() noexcept {
+    free_host(data_, kind_);
+    data_ = nullptr;
+    capacity_ = 0;
+  }
 
  private:
   T* data_ = nullptr;

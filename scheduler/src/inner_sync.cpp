@@ -212,6 +212,8 @@ void index::impl::load(const load_input& in) {
         m = bounds[1];
       } else {
         into_arrays(host::merge_sorted_runs(run_keys.data(), run_values.data(), bounds, keys.get(n), values.get(n)));
+        run_keys.release();  // before the leaves take their memory
+        run_values.release();
       }
       char text[192];
       std::snprintf(text, sizeof text, "GPU sort in %zu run%s (up %.3f s, sort %.3f s, down %.3f s), host merge %.3f s",

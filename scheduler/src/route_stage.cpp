@@ -3,9 +3,10 @@
 // space's final route (routed_batch_view), on one layout version. Share s
 // of the ops (the first s * n) goes to the GPU, which sorts, descends and
 // groups them and hands back positions, keys (args, types) and group
-// boundaries; the CPU workers route the rest on the same version; the two
-// sorted halves are merged, group by group in parallel. A GPU failure
-// re-routes the GPU's share on the CPU. Runs on the look-ahead thread (the
+// boundaries, in slices of at most config.max_gpu_route_keys when that is
+// set; the CPU workers route the rest on the same version; the sorted parts
+// are merged, group by group in parallel. A GPU failure re-routes the GPU's
+// share (slice) on the CPU. Runs on the look-ahead thread (the
 // GPU side of a split on the GPU thread); CPU work enters the arena, the
 // waits for the GPU stay outside it.
 #include "index_impl.hpp"
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace tandem {
 namespace {
@@ -64,63 +66,112 @@ void index::impl::route(prepared& p) {
   }
   p.version = on_gpu;  // both sides route on it
   const inner_layout& version = *on_gpu;
-  if (m == n) {
-    route_gpu(p, out, out, n);
+  const std::size_t slice = cfg_.max_gpu_route_keys > 0 ? std::min(m, cfg_.max_gpu_route_keys) : m;
+  if (m == n && slice == n) {
+    route_gpu(p, out, out, 0, n);
     turn.unlock();
     observe_rates(info);
     p.routes = out;
     return;
   }
-  routed_batch_view gpu_part = sp.gpu_side.view(m, with_args);
-  routed_batch_view cpu_part = sp.cpu_side.view(n - m, with_args);
-  gpu_side_->start([&] { route_gpu(p, gpu_part, gpu_part, m); });
-  const auto t0 = clock_type::now();
-  try {
-    run_in_arena([&] {
-      host::route_sorted(version.view(), b.keys() + m, b.args() + m, types + m, n - m, static_cast<std::uint32_t>(m),
-                         cpu_part, sp.cpu_work);
-    });
-  } catch (...) {
-    try {
-      gpu_side_->wait();  // it uses this frame: let it finish first
-    } catch (...) {
+  // The GPU's share in slices (each routed whole: sorted and grouped), the
+  // rest on the CPU, then one merge of all the parts.
+  const std::size_t slices = (m + slice - 1) / slice;
+  std::vector<routed_batch_view>& parts = sp.parts;
+  std::vector<std::uint32_t>& bases = sp.part_bases;  // added to a part's positions by the merge
+  parts.assign(slices + (m < n ? 1 : 0), routed_batch_view{});
+  bases.assign(parts.size(), 0);
+  {
+    const routed_batch_view all = sp.gpu_side.view(m + slices, with_args);
+    for (std::size_t i = 0; i < slices; ++i) {
+      const std::size_t at = i * slice;
+      routed_batch_view& v = parts[i];
+      v.positions = all.positions + at;
+      v.keys = all.keys + at;
+      v.args = with_args ? all.args + at : nullptr;
+      v.types = with_args ? all.types + at : nullptr;
+      v.group_begin = all.group_begin + at + i;
+      v.group_ordinal = all.group_ordinal + at;
     }
-    throw;
   }
-  info.cpu_seconds = seconds_since(t0);
-  info.cpu_keys = n - m;
-  gpu_side_->wait();
+  auto gpu_work = [&] {
+    for (std::size_t i = 0; i < slices; ++i) {
+      const std::size_t at = i * slice;
+      bases[i] = route_gpu(p, parts[i], parts[i], at, std::min(slice, m - at));
+    }
+  };
+  if (m < n) {
+    parts.back() = sp.cpu_side.view(n - m, with_args);
+    gpu_side_->start(gpu_work);
+    const auto t0 = clock_type::now();
+    try {
+      run_in_arena([&] {
+        host::route_sorted(version.view(), b.keys() + m, b.args() + m, types + m, n - m, static_cast<std::uint32_t>(m),
+                           parts.back(), sp.cpu_work);
+      });
+    } catch (...) {
+      try {
+        gpu_side_->wait();  // it uses this frame: let it finish first
+      } catch (...) {
+      }
+      throw;
+    }
+    info.cpu_seconds = seconds_since(t0);
+    info.cpu_keys = n - m;
+    gpu_side_->wait();
+  } else {
+    gpu_work();
+  }
   turn.unlock();
   observe_rates(info);
-  run_in_arena([&] { merge_routes(gpu_part, cpu_part, out, n); });
-  p.bytes.route += 2 * route_bytes(n, with_args);  // the merge reads both halves and writes the whole
+  run_in_arena([&] { merge_routes(parts, bases, out, n); });
+  p.bytes.route += 2 * route_bytes(n, with_args);  // the merge reads the parts and writes the whole
   p.routes = out;
 }
 
-/// The GPU share [0, m) into `out`; on a GPU failure, the same share routed
-/// on the CPU. Leaves `out` key-sorted either way.
-void index::impl::route_gpu(prepared& p, const routed_batch_view& want, routed_batch_view& out, std::size_t m) {
+/// Ops [first, first + m) of the batch into `out`, on the GPU, or on a GPU
+/// failure on the CPU. Leaves `out` key-sorted either way.
+/// @return what to add to out's positions to make them batch positions
+///         (the GPU numbers a slice from 0; the CPU from `first`)
+std::uint32_t index::impl::route_gpu(prepared& p, const routed_batch_view& want, routed_batch_view& out,
+                                     std::size_t first, std::size_t m) {
   const batch& b = p.j->ops;
   route_report& info = p.info;
-  const auto* types = reinterpret_cast<const std::uint8_t*>(b.types());
+  const auto* types = reinterpret_cast<const std::uint8_t*>(b.types()) + first;
   out = want;
+  std::uint32_t base = static_cast<std::uint32_t>(first);
   const auto t0 = clock_type::now();
   try {
-    gpu_->route(b.keys(), want.args ? b.args() : nullptr, want.types ? types : nullptr, m, out, &info.gpu);
-    info.gpu_seconds = seconds_since(t0);
-    info.gpu_keys = m;
+    device::route_timing t;
+    gpu_->route(b.keys() + first, want.args ? b.args() + first : nullptr, want.types ? types : nullptr, m, out, &t);
+    info.gpu.upload += t.upload;
+    info.gpu.sort += t.sort;
+    info.gpu.kernel += t.kernel;
+    info.gpu.download += t.download;
+    info.gpu.grouping += t.grouping;
+    info.gpu.total += t.total;
+    info.gpu.chunks += t.chunks;
+    info.gpu.bytes_up += t.bytes_up;
+    info.gpu.bytes_down += t.bytes_down;
+    info.gpu_seconds += seconds_since(t0);
+    info.gpu_keys += m;
     consecutive_failures_.store(0);
-    p.bytes.pcie += info.gpu.bytes_up + info.gpu.bytes_down;
+    p.bytes.pcie += t.bytes_up + t.bytes_down;
   } catch (const std::exception&) {
     note_gpu_failure();
     info.gpu_failed = true;
     out = want;
+    base = 0;
     const auto t1 = clock_type::now();
-    run_in_arena([&] { host::route_sorted(p.version->view(), b.keys(), b.args(), types, m, 0, out, p.space->cpu_work); });
+    run_in_arena([&] {
+      host::route_sorted(p.version->view(), b.keys() + first, b.args() + first, types, m,
+                         static_cast<std::uint32_t>(first), out, p.space->cpu_work);
+    });
     info.cpu_seconds += seconds_since(t1);
     info.cpu_keys += m;
   }
   if (!out.key_sorted) run_in_arena([&] { host::sort_groups(out); });
+  return base;
 }
 
 void index::impl::observe_rates(route_report& info) {
@@ -130,55 +181,81 @@ void index::impl::observe_rates(route_report& info) {
   info.cpu_rate = policy_.cpu_rate();
 }
 
-/// out = the GPU's ops (positions < m) and the CPU's ops merged: one group
-/// per ordinal, ordinals increasing, each group in (key, position) order.
-void index::impl::merge_routes(routed_batch_view& gpu, routed_batch_view& cpu, routed_batch_view& out,
-                               std::size_t n) {
-  // Group lists merged by ordinal (sequential over groups: small), each
-  // merged group remembering where its two parts start.
-  std::size_t a = 0, c = 0, g = 0;
+/// out = the parts merged (part i's positions plus bases[i] are batch
+/// positions; parts hold disjoint positions): one group per ordinal,
+/// ordinals increasing, each group in (key, position) order.
+void index::impl::merge_routes(const std::vector<routed_batch_view>& parts, const std::vector<std::uint32_t>& bases,
+                               routed_batch_view& out, std::size_t n) {
+  const std::size_t k = parts.size();
+  // Group lists merged by ordinal (sequential over groups: small).
+  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::size_t> head(k, 0);
+  std::size_t g = 0;
   std::uint32_t at = 0;
-  while (a < gpu.groups || c < cpu.groups) {
-    constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-    const std::uint32_t oa = a < gpu.groups ? gpu.group_ordinal[a] : none;
-    const std::uint32_t oc = c < cpu.groups ? cpu.group_ordinal[c] : none;
-    const std::uint32_t ord = std::min(oa, oc);
+  for (;;) {
+    std::uint32_t ord = none;
+    for (std::size_t i = 0; i < k; ++i) {
+      if (head[i] < parts[i].groups) ord = std::min(ord, parts[i].group_ordinal[head[i]]);
+    }
+    if (ord == none) break;
     out.group_ordinal[g] = ord;
     out.group_begin[g++] = at;
-    if (oa == ord) at += gpu.group_begin[a + 1] - gpu.group_begin[a], ++a;
-    if (oc == ord) at += cpu.group_begin[c + 1] - cpu.group_begin[c], ++c;
+    for (std::size_t i = 0; i < k; ++i) {
+      const routed_batch_view& h = parts[i];
+      if (head[i] < h.groups && h.group_ordinal[head[i]] == ord) {
+        at += h.group_begin[head[i] + 1] - h.group_begin[head[i]];
+        ++head[i];
+      }
+    }
   }
   out.group_begin[g] = at;
   out.groups = g;
   out.key_sorted = true;
   if (at != n) throw error("tandem: merged route holds " + std::to_string(at) + " of " + std::to_string(n) + " ops");
-  // Both halves are sorted by (key, position) as a whole, and positions
-  // differ between them: a merge of the two in slices cut at group starts.
+  // Each part is sorted by (key, position) as a whole: a k-way merge in
+  // slices cut at group starts.
   const std::size_t slices = std::max<std::size_t>(1, std::min<std::size_t>(g, n >> 14));
   tbb::parallel_for(std::size_t{0}, slices, [&](std::size_t s) {
     const std::size_t g0 = g * s / slices, g1 = g * (s + 1) / slices;
     if (g0 == g1) return;
-    std::uint32_t o = out.group_begin[g0];
-    const std::uint32_t o_end = out.group_begin[g1];
-    // Where this slice starts in each half: the first op of an ordinal >= out.group_ordinal[g0].
-    auto start_of = [&](const routed_batch_view& h, std::uint32_t ord) {
-      const std::size_t k = static_cast<std::size_t>(
-          std::lower_bound(h.group_ordinal, h.group_ordinal + h.groups, ord) - h.group_ordinal);
-      return h.group_begin[k];
-    };
-    std::uint32_t i = start_of(gpu, out.group_ordinal[g0]);
-    std::uint32_t j = start_of(cpu, out.group_ordinal[g0]);
-    const std::uint32_t i_end = gpu.group_begin[gpu.groups], j_end = cpu.group_begin[cpu.groups];
-    for (; o < o_end; ++o) {
-      const bool take_gpu = j >= j_end || (i < i_end && (gpu.keys[i] < cpu.keys[j] ||
-                                                          (gpu.keys[i] == cpu.keys[j] && gpu.positions[i] < cpu.positions[j])));
-      const routed_batch_view& h = take_gpu ? gpu : cpu;
-      const std::uint32_t k = take_gpu ? i++ : j++;
-      out.keys[o] = h.keys[k];
-      out.positions[o] = h.positions[k];
+    // Where this slice starts in each part: its first op of an ordinal >= out.group_ordinal[g0].
+    constexpr std::size_t most_inline = 16;
+    std::uint32_t pos_inline[most_inline], end_inline[most_inline];
+    std::vector<std::uint32_t> pos_heap, end_heap;
+    if (k > most_inline) {
+      pos_heap.resize(k);
+      end_heap.resize(k);
+    }
+    std::uint32_t* pos = k > most_inline ? pos_heap.data() : pos_inline;
+    std::uint32_t* end = k > most_inline ? end_heap.data() : end_inline;
+    for (std::size_t i = 0; i < k; ++i) {
+      const routed_batch_view& h = parts[i];
+      const std::size_t q = static_cast<std::size_t>(
+          std::lower_bound(h.group_ordinal, h.group_ordinal + h.groups, out.group_ordinal[g0]) - h.group_ordinal);
+      pos[i] = h.group_begin[q];
+      end[i] = h.group_begin[h.groups];
+    }
+    for (std::uint32_t o = out.group_begin[g0], o_end = out.group_begin[g1]; o < o_end; ++o) {
+      std::size_t best = k;
+      key_type best_key = 0;
+      std::uint32_t best_position = 0;
+      for (std::size_t i = 0; i < k; ++i) {
+        if (pos[i] >= end[i]) continue;
+        const key_type key = parts[i].keys[pos[i]];
+        const std::uint32_t position = parts[i].positions[pos[i]] + bases[i];
+        if (best == k || key < best_key || (key == best_key && position < best_position)) {
+          best = i;
+          best_key = key;
+          best_position = position;
+        }
+      }
+      const routed_batch_view& h = parts[best];
+      const std::uint32_t q = pos[best]++;
+      out.keys[o] = best_key;
+      out.positions[o] = best_position;
       if (out.args) {
-        out.args[o] = h.args[k];
-        out.types[o] = h.types[k];
+        out.args[o] = h.args[q];
+        out.types[o] = h.types[q];
       }
     }
   });

@@ -126,6 +126,37 @@ TEST(GpuIndex, EveryKeyOrderAndScatterPlaceGivesTheModelsAnswers) {
   }
 }
 
+// config.max_gpu_route_keys: the GPU's share goes in slices that the host
+// merges with each other and with the CPU's share; a fault in one slice
+// re-routes that slice on the CPU; batches above the bound scatter on the
+// host.
+TEST(GpuIndex, SlicedGpuRoutesGiveTheModelsAnswers) {
+  TANDEM_REQUIRE_GPU();
+  for (const std::size_t slice : {std::size_t{777}, std::size_t{20'000}}) {
+    for (const double share : {1.0, 0.6, -1.0}) {
+      SCOPED_TRACE(::testing::Message() << "slice " << slice << " share " << share);
+      config c = gpu_config();
+      c.max_gpu_route_keys = slice;
+      c.gpu_failure_limit = 1000;
+      tandem::index idx(c);
+      if (share < 0) {
+        idx.set_gpu_share(auto_share);
+      } else {
+        idx.set_gpu_share(share);
+      }
+      run_against_model(idx, key_pattern::clustered, 900 + slice, 8, [&](std::size_t b) {
+        if (b == 2) {
+          ASSERT_TRUE(detail::index_access::inject_gpu_fault(idx, device::stage::kernel, 1));
+        }
+      });
+      const stats s = idx.stats();
+      EXPECT_GT(s.gpu_keys, 0u);
+      EXPECT_EQ(s.gpu_failures, 1u);
+      EXPECT_GT(s.host_scatters, 0u) << "batches above the bound scatter on the host";
+    }
+  }
+}
+
 TEST(GpuIndex, BatchesOfOneToSixteenMillionEqualTheCpuIndex) {
   TANDEM_REQUIRE_GPU();
   config gc = gpu_config();

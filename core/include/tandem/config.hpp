@@ -52,7 +52,15 @@ struct config {
   gpu_query_order gpu_order = gpu_query_order::full_sort;
   /// Put a GPU-routed batch's answers back in batch order on the GPU
   /// (sorted answers up, batch-order answers down) instead of on the host.
+  /// Batches larger than max_gpu_route_keys (when set) scatter on the host.
   bool gpu_scatter = true;
+  /// Most keys one GPU route call takes (0: no bound). A batch's GPU share
+  /// beyond it is routed in slices of this many keys, one after another,
+  /// and the host merges the sorted slices. Bounds the device memory the
+  /// index holds for batches (~60 bytes a key routed at once) apart from
+  /// the inner layout: set it when the GPU must stay small beside big
+  /// batches (e.g. 2^21 keeps batch arrays near 130 MB).
+  std::size_t max_gpu_route_keys = 0;
   /// Consecutive GPU failures after which the GPU is marked degraded and
   /// routing stays on the CPU.
   int gpu_failure_limit = 3;
