@@ -347,4 +347,145 @@ void route_sorted(const inner_layout_view& v, const key_type* keys, const std::u
   }
 }
 
+namespace {
+
+/// k values, one per part of a merge: inline up to 16 parts (no allocation).
+template <class T>
+class per_part {
+ public:
+  explicit per_part(std::size_t k) {
+    if (k > 16) heap_.resize(k);
+  }
+  T* data() noexcept { return heap_.empty() ? inline_ : heap_.data(); }
+
+ private:
+  T inline_[16];
+  std::vector<T> heap_;
+};
+
+}  // namespace
+
+void merge_routes(const routed_batch_view* parts, const std::uint32_t* bases, std::size_t k, std::size_t n,
+                  routed_batch_view& out, merge_workspace& work) {
+  std::uint64_t lo = std::numeric_limits<std::uint32_t>::max(), hi = 0;  // ordinals [lo, hi)
+  for (std::size_t i = 0; i < k; ++i) {
+    const routed_batch_view& h = parts[i];
+    if (h.groups == 0) continue;
+    lo = std::min<std::uint64_t>(lo, h.group_ordinal[0]);
+    hi = std::max<std::uint64_t>(hi, std::uint64_t{h.group_ordinal[h.groups - 1]} + 1);
+  }
+  if (hi <= lo) hi = lo = 0;
+  const std::size_t ranges = std::max<std::size_t>(1, std::min<std::size_t>({hi - lo, n >> 14, 4096}));
+  // first[r * k + i]: part i's first group of range r (ordinals >= the range's start).
+  std::vector<std::uint32_t>& first = work.first;
+  first.resize((ranges + 1) * k);
+  tbb::parallel_for(std::size_t{0}, ranges + 1, [&](std::size_t r) {
+    const std::uint64_t from = lo + (hi - lo) * r / ranges;
+    for (std::size_t i = 0; i < k; ++i) {
+      const routed_batch_view& h = parts[i];
+      first[r * k + i] = r == ranges ? static_cast<std::uint32_t>(h.groups)
+                                     : static_cast<std::uint32_t>(std::lower_bound(h.group_ordinal,
+                                                                                   h.group_ordinal + h.groups, from) -
+                                                                  h.group_ordinal);
+    }
+  });
+  // Walks range r's group lists in ordinal order: visit(ordinal, ops of it).
+  auto walk_groups = [&](std::size_t r, auto&& visit) {
+    constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+    per_part<std::uint32_t> heads(k);
+    std::uint32_t* head = heads.data();
+    std::copy(first.begin() + static_cast<std::ptrdiff_t>(r * k), first.begin() + static_cast<std::ptrdiff_t>((r + 1) * k),
+              head);
+    const std::uint32_t* end = first.data() + (r + 1) * k;
+    for (;;) {
+      std::uint32_t ord = none;
+      for (std::size_t i = 0; i < k; ++i) {
+        if (head[i] < end[i]) ord = std::min(ord, parts[i].group_ordinal[head[i]]);
+      }
+      if (ord == none) return;
+      std::uint32_t ops = 0;
+      for (std::size_t i = 0; i < k; ++i) {
+        const routed_batch_view& h = parts[i];
+        if (head[i] < end[i] && h.group_ordinal[head[i]] == ord) {
+          ops += h.group_begin[head[i] + 1] - h.group_begin[head[i]];
+          ++head[i];
+        }
+      }
+      visit(ord, ops);
+    }
+  };
+  std::vector<std::size_t>& group_at = work.group_at;  // per range: its first output group
+  std::vector<std::size_t>& op_at = work.op_at;        // per range: its first output op
+  group_at.assign(ranges + 1, 0);
+  op_at.assign(ranges + 1, 0);
+  tbb::parallel_for(std::size_t{0}, ranges, [&](std::size_t r) {
+    std::size_t groups = 0;
+    walk_groups(r, [&](std::uint32_t, std::uint32_t) { ++groups; });
+    std::size_t ops = 0;
+    for (std::size_t i = 0; i < k; ++i) {
+      ops += parts[i].group_begin[first[(r + 1) * k + i]] - parts[i].group_begin[first[r * k + i]];
+    }
+    group_at[r + 1] = groups;
+    op_at[r + 1] = ops;
+  });
+  for (std::size_t r = 0; r < ranges; ++r) {
+    group_at[r + 1] += group_at[r];
+    op_at[r + 1] += op_at[r];
+  }
+  if (op_at[ranges] != n) {
+    throw std::logic_error("merge_routes: the parts hold " + std::to_string(op_at[ranges]) + " ops, not " + std::to_string(n));
+  }
+  out.groups = group_at[ranges];
+  out.group_begin[out.groups] = static_cast<std::uint32_t>(n);
+  out.key_sorted = true;
+  tbb::parallel_for(std::size_t{0}, ranges, [&](std::size_t r) {
+    std::size_t g = group_at[r];
+    auto at = static_cast<std::uint32_t>(op_at[r]);
+    walk_groups(r, [&](std::uint32_t ord, std::uint32_t ops) {
+      out.group_ordinal[g] = ord;
+      out.group_begin[g++] = at;
+      at += ops;
+    });
+    // Each part is sorted by (key, position) as a whole: a k-way merge of
+    // the parts' ops in this range.
+    per_part<std::uint32_t> cursor(k), stop(k), head_position(k);
+    per_part<key_type> head_key(k);
+    std::uint32_t* pos = cursor.data();
+    std::uint32_t* end = stop.data();
+    key_type* hk = head_key.data();
+    std::uint32_t* hp = head_position.data();
+    // A spent part's head is (max_key, UINT32_MAX): it loses to every op
+    // (positions are below 2^32 - 1).
+    auto load = [&](std::size_t i) {
+      const bool left = pos[i] < end[i];
+      hk[i] = left ? parts[i].keys[pos[i]] : max_key;
+      hp[i] = left ? parts[i].positions[pos[i]] + bases[i] : std::numeric_limits<std::uint32_t>::max();
+    };
+    for (std::size_t i = 0; i < k; ++i) {
+      pos[i] = parts[i].group_begin[first[r * k + i]];
+      end[i] = parts[i].group_begin[first[(r + 1) * k + i]];
+      load(i);
+    }
+    for (std::size_t o = op_at[r], o_end = op_at[r + 1]; o < o_end; ++o) {
+      std::size_t best = 0;
+      key_type best_key = hk[0];
+      std::uint32_t best_position = hp[0];
+      for (std::size_t i = 1; i < k; ++i) {  // branch-free: the heads' order is random
+        const bool less = (hk[i] < best_key) | ((hk[i] == best_key) & (hp[i] < best_position));
+        best = less ? i : best;
+        best_key = less ? hk[i] : best_key;
+        best_position = less ? hp[i] : best_position;
+      }
+      const std::uint32_t q = pos[best]++;
+      out.keys[o] = best_key;
+      out.positions[o] = best_position;
+      if (out.args) {
+        out.args[o] = parts[best].args[q];
+        out.types[o] = parts[best].types[q];
+      }
+      load(best);
+    }
+  });
+}
+
 }  // namespace tandem::host

@@ -106,6 +106,7 @@ struct route_space {
   routed_arrays gpu_side, cpu_side;  // the shares of a split route, before the merge
   std::vector<routed_batch_view> parts;   // the GPU's slices (in gpu_side), then the CPU's share
   std::vector<std::uint32_t> part_bases;  // added to each part's positions by the merge
+  host::merge_workspace merge_work;
   host::route_workspace cpu_work;  // work arrays of CPU routing
   scheduler::host_array<value_type> answers;     // leaf-phase answers in routed order
   scheduler::host_array<std::uint8_t> found;
@@ -204,8 +205,6 @@ class index::impl {
   std::uint32_t route_gpu(prepared& p, const routed_batch_view& want, routed_batch_view& out, std::size_t first,
                           std::size_t m);
   void observe_rates(route_report& info);
-  void merge_routes(const std::vector<routed_batch_view>& parts, const std::vector<std::uint32_t>& bases,
-                    routed_batch_view& out, std::size_t n);
 
   // leaf_stage.cpp
   void run_leaves(prepared& p, std::uint64_t& split_count);

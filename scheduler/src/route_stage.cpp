@@ -124,7 +124,7 @@ void index::impl::route(prepared& p) {
   }
   turn.unlock();
   observe_rates(info);
-  run_in_arena([&] { merge_routes(parts, bases, out, n); });
+  run_in_arena([&] { host::merge_routes(parts.data(), bases.data(), parts.size(), n, out, sp.merge_work); });
   p.bytes.route += 2 * route_bytes(n, with_args);  // the merge reads the parts and writes the whole
   p.routes = out;
 }
@@ -179,86 +179,6 @@ void index::impl::observe_rates(route_report& info) {
   if (!info.gpu_failed) policy_.observe(info.gpu_keys, info.gpu_seconds, info.cpu_keys, info.cpu_seconds);
   info.gpu_rate = policy_.gpu_rate();
   info.cpu_rate = policy_.cpu_rate();
-}
-
-/// out = the parts merged (part i's positions plus bases[i] are batch
-/// positions; parts hold disjoint positions): one group per ordinal,
-/// ordinals increasing, each group in (key, position) order.
-void index::impl::merge_routes(const std::vector<routed_batch_view>& parts, const std::vector<std::uint32_t>& bases,
-                               routed_batch_view& out, std::size_t n) {
-  const std::size_t k = parts.size();
-  // Group lists merged by ordinal (sequential over groups: small).
-  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-  std::vector<std::size_t> head(k, 0);
-  std::size_t g = 0;
-  std::uint32_t at = 0;
-  for (;;) {
-    std::uint32_t ord = none;
-    for (std::size_t i = 0; i < k; ++i) {
-      if (head[i] < parts[i].groups) ord = std::min(ord, parts[i].group_ordinal[head[i]]);
-    }
-    if (ord == none) break;
-    out.group_ordinal[g] = ord;
-    out.group_begin[g++] = at;
-    for (std::size_t i = 0; i < k; ++i) {
-      const routed_batch_view& h = parts[i];
-      if (head[i] < h.groups && h.group_ordinal[head[i]] == ord) {
-        at += h.group_begin[head[i] + 1] - h.group_begin[head[i]];
-        ++head[i];
-      }
-    }
-  }
-  out.group_begin[g] = at;
-  out.groups = g;
-  out.key_sorted = true;
-  if (at != n) throw error("tandem: merged route holds " + std::to_string(at) + " of " + std::to_string(n) + " ops");
-  // Each part is sorted by (key, position) as a whole: a k-way merge in
-  // slices cut at group starts.
-  const std::size_t slices = std::max<std::size_t>(1, std::min<std::size_t>(g, n >> 14));
-  tbb::parallel_for(std::size_t{0}, slices, [&](std::size_t s) {
-    const std::size_t g0 = g * s / slices, g1 = g * (s + 1) / slices;
-    if (g0 == g1) return;
-    // Where this slice starts in each part: its first op of an ordinal >= out.group_ordinal[g0].
-    constexpr std::size_t most_inline = 16;
-    std::uint32_t pos_inline[most_inline], end_inline[most_inline];
-    std::vector<std::uint32_t> pos_heap, end_heap;
-    if (k > most_inline) {
-      pos_heap.resize(k);
-      end_heap.resize(k);
-    }
-    std::uint32_t* pos = k > most_inline ? pos_heap.data() : pos_inline;
-    std::uint32_t* end = k > most_inline ? end_heap.data() : end_inline;
-    for (std::size_t i = 0; i < k; ++i) {
-      const routed_batch_view& h = parts[i];
-      const std::size_t q = static_cast<std::size_t>(
-          std::lower_bound(h.group_ordinal, h.group_ordinal + h.groups, out.group_ordinal[g0]) - h.group_ordinal);
-      pos[i] = h.group_begin[q];
-      end[i] = h.group_begin[h.groups];
-    }
-    for (std::uint32_t o = out.group_begin[g0], o_end = out.group_begin[g1]; o < o_end; ++o) {
-      std::size_t best = k;
-      key_type best_key = 0;
-      std::uint32_t best_position = 0;
-      for (std::size_t i = 0; i < k; ++i) {
-        if (pos[i] >= end[i]) continue;
-        const key_type key = parts[i].keys[pos[i]];
-        const std::uint32_t position = parts[i].positions[pos[i]] + bases[i];
-        if (best == k || key < best_key || (key == best_key && position < best_position)) {
-          best = i;
-          best_key = key;
-          best_position = position;
-        }
-      }
-      const routed_batch_view& h = parts[best];
-      const std::uint32_t q = pos[best]++;
-      out.keys[o] = best_key;
-      out.positions[o] = best_position;
-      if (out.args) {
-        out.args[o] = h.args[q];
-        out.types[o] = h.types[q];
-      }
-    }
-  });
 }
 
 }  // namespace tandem

@@ -166,6 +166,57 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<2>(p.param));
     });
 
+// merge_routes: a batch cut into k parts (slices of random length, some
+// empty), each routed by route_sorted, numbered from 0 (a base to add, as the
+// GPU's slices) or from its first position (base 0, as the CPU's share), and
+// merged: the result equals the reference route of the whole batch.
+TEST(MergeRoutes, PartsMergeToTheRouteOfTheWholeBatch) {
+  route_workspace ws;
+  merge_workspace mw;
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    std::mt19937_64 rng(seed);
+    const pattern pat = static_cast<pattern>(seed % 5);
+    const std::size_t n = seed % 7 == 0 ? rng() % 5 : 1 + rng() % 150'000;
+    const std::size_t k = seed % 4 == 0 ? 17 + rng() % 20 : 1 + rng() % 9;  // beyond 16: the heap path
+    const std::size_t leaves = seed % 3 == 0 ? 1 + rng() % 10 : 1 + rng() % 200'000;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " " + name(pat) + " n " + std::to_string(n) + " parts " +
+                 std::to_string(k) + " leaves " + std::to_string(leaves));
+    const table t = random_table(leaves, seed, seed % 2 == 0);
+    const inner_layout layout = inner_layout::build(t.low_keys.data(), t.ids.data(), leaves, 32);
+    const std::vector<key_type> keys = make_keys(pat, n, seed);
+    const bool extra = seed % 2 == 1;
+    std::vector<std::uint64_t> args(n);
+    std::vector<std::uint8_t> types(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      args[i] = rng();
+      types[i] = static_cast<std::uint8_t>(rng() % 7);
+    }
+    std::vector<std::size_t> cuts{0, n};
+    for (std::size_t i = 1; i < k; ++i) cuts.push_back(n == 0 ? 0 : rng() % (n + 1));
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<route_columns> columns;
+    columns.reserve(k);
+    std::vector<routed_batch_view> parts;
+    std::vector<std::uint32_t> bases;
+    for (std::size_t i = 0; i < k; ++i) {
+      const std::size_t at = cuts[i], m = cuts[i + 1] - cuts[i];
+      const bool from_zero = rng() % 2 == 0;
+      columns.emplace_back(m, extra);
+      route_sorted(layout.view(), keys.data() + at, args.data() + at, types.data() + at, m,
+                   from_zero ? 0 : static_cast<std::uint32_t>(at), columns.back().view, ws);
+      parts.push_back(columns.back().view);
+      bases.push_back(from_zero ? static_cast<std::uint32_t>(at) : 0);
+    }
+    route_columns out(n, extra);
+    merge_routes(parts.data(), bases.data(), k, n, out.view, mw);
+    ASSERT_NO_FATAL_FAILURE(expect_routed(out.view, keys, 0, args, types, t));
+  }
+  route_columns out(10, false);
+  route_columns empty(0, false);  // a route of no ops, said to hold 10
+  const std::uint32_t base = 0;
+  EXPECT_THROW(merge_routes(&empty.view, &base, 1, 10, out.view, mw), std::logic_error);
+}
+
 TEST(RouteSorted, DescentSpansMatchTheReference) {
   for (const int fanout : {16, 32, 64}) {
     const std::uint64_t seed = static_cast<std::uint64_t>(fanout);

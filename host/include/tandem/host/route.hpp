@@ -64,6 +64,27 @@ void route_sorted(const inner_layout_view& v, const key_type* keys, const std::u
 void sort_keys(const key_type* keys, std::size_t stride, std::size_t n, key_type* keys_out,
                std::uint32_t* positions_out, route_workspace& work);
 
+/// Work arrays of merge_routes, reused from call to call (grow-only).
+struct merge_workspace {
+  std::vector<std::uint32_t> first;  // per range and part: the part's first group there
+  std::vector<std::size_t> group_at, op_at;  // per range: its first output group and op
+};
+
+/// @brief Merges k key-sorted routes of one batch's ops into one: `out` gets
+///        one group per leaf ordinal, ordinals increasing, each group in
+///        (key, batch position) order, as route_sorted gives for the whole
+///        batch. Part i's positions plus bases[i] are batch positions (the
+///        GPU numbers a slice from 0, route_sorted from its first_position);
+///        parts hold disjoint positions and n ops in all. The ordinal space
+///        is cut into ranges merged in parallel: a first pass counts each
+///        range's groups, a prefix sum places the ranges, a second pass
+///        merges groups and ops (a branch-free pick of the least head over
+///        the parts). Args and types move along when out.args is set (then
+///        every part has them). Waits.
+/// @throws std::logic_error when the parts do not hold n ops
+void merge_routes(const routed_batch_view* parts, const std::uint32_t* bases, std::size_t k, std::size_t n,
+                  routed_batch_view& out, merge_workspace& work);
+
 /// @brief Sorts every group of a route that is grouped but not key-sorted by
 ///        (key, position), moving args/types along; sets out.key_sorted.
 ///        Parallel, waits.
