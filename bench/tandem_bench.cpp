@@ -29,6 +29,7 @@
 #include "src/baselines.hpp"
 #include "src/cli.hpp"
 #include "src/gpu_baseline.hpp"
+#include "src/latency.hpp"
 #include "src/model.hpp"
 #include "src/plot.hpp"
 #include "src/probe.hpp"
@@ -84,8 +85,9 @@ int main(int argc, char** argv) {
     }
   }
   const bool sweeping = opt.sweep == "share";
-  if (!opt.plot.empty() && !sweeping) {
-    std::fprintf(stderr, "tandem-bench: --plot draws a GPU-share sweep: add --sweep share (or use --plot-csv)\n");
+  const bool latency_sweep = opt.sweep == "latency";
+  if (!opt.plot.empty() && !sweeping && !latency_sweep) {
+    std::fprintf(stderr, "tandem-bench: --plot draws a sweep: add --sweep share or latency (or use --plot-csv)\n");
     return 2;
   }
 
@@ -95,7 +97,7 @@ int main(int argc, char** argv) {
   spec.dist = to_dist(opt.dist);
   spec.sorted_load = opt.load_order == "sorted";
   spec.keys = *parse_count(opt.keys);
-  spec.ops = opt.ops == "auto" ? default_ops(spec.kind) : *parse_count(opt.ops);
+  spec.ops = latency_sweep ? 0 : opt.ops == "auto" ? default_ops(spec.kind) : *parse_count(opt.ops);
   spec.batch = opt.batch == "auto" ? default_batch(spec.kind) : *parse_count(opt.batch);
   spec.seed = opt.seed;
   spec.scan_length = *parse_count(opt.scan_length);
@@ -146,6 +148,7 @@ int main(int argc, char** argv) {
   cfg.gpu_order = to_gpu_order(opt.gpu_order);
   cfg.gpu_scatter = opt.gpu_scatter == "on";
   cfg.max_gpu_route_keys = static_cast<std::size_t>(*parse_count(opt.gpu_route_keys));
+  if (opt.small_batch != "auto") cfg.small_batch_ops = static_cast<std::size_t>(*parse_count(opt.small_batch));
   cfg.device = opt.device == "gpu"   ? tandem::device_kind::gpu
                : opt.device == "cpu" ? tandem::device_kind::cpu
                                      : tandem::device_kind::automatic;
@@ -174,6 +177,36 @@ int main(int argc, char** argv) {
   std::printf("setup (not timed): %zu keys, %llu ops in %zu batches generated in %.2f s\n", ds.load_keys.size(),
               static_cast<unsigned long long>(spec.ops), ds.batches.size(), gen_seconds);
   std::fflush(stdout);
+
+  if (latency_sweep) {
+    try {
+      {
+        progress_bar bar("tandem load", 1, "bulk load");
+        idx->load(ds.load_keys.data(), ds.load_values.data(), ds.load_keys.size());
+      }
+      std::unique_ptr<baseline> absl;
+      if (opt.baselines &&
+          std::find(opt.skip_baselines.begin(), opt.skip_baselines.end(), "absl") == opt.skip_baselines.end()) {
+        absl = make_absl_baseline(threads, opt.absl_shards);
+        progress_bar bar("absl load", 1, "bulk load");
+        (void)absl->load(ds.load_keys.data(), ds.load_values.data(), ds.load_keys.size());
+      }
+      std::vector<json> rows = run_latency_sweep(*idx, absl.get(), ds, spec, opt);
+      const tandem::stats s = idx->stats();
+      std::printf("tandem: device %s; %llu batches, %llu ops; stats() histograms over them: queue wait p50 <= %.0f "
+                  "us, p99 <= %.0f us; execution p50 <= %.0f us, p99 <= %.0f us\n",
+                  s.device.c_str(), static_cast<unsigned long long>(s.batches), static_cast<unsigned long long>(s.ops),
+                  s.queue_wait.percentile_us(50), s.queue_wait.percentile_us(99), s.execution.percentile_us(50),
+                  s.execution.percentile_us(99));
+      if (!opt.csv.empty()) write_csv(opt.csv, rows, opt.csv_append);
+      if (!opt.json.empty()) write_json(opt.json, rows);
+      if (!opt.plot.empty()) std::printf("%s\n", plot_latency(rows, opt.plot).message.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tandem-bench: --sweep latency: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
 
   std::vector<system_result> results;
   std::vector<std::string> notes;

@@ -77,6 +77,19 @@ run_figures run_batches(tbb::task_arena& arena, const std::vector<std::vector<op
   return fig;
 }
 
+/// Answers `ops` one after another on the calling thread; returns the hits.
+template <class Apply>
+std::uint64_t answer_serially(const std::vector<op>& ops, Apply&& apply) {
+  thread_local std::vector<entry> buffer;
+  std::uint64_t hits = 0;
+  for (const op& o : ops) {
+    answer a;
+    apply(o, a, buffer);
+    hits += a.found;
+  }
+  return hits;
+}
+
 // ---- absl::btree_map, key-range sharded, shared_mutex per shard -------------
 
 class absl_baseline final : public baseline {
@@ -119,6 +132,10 @@ class absl_baseline final : public baseline {
   run_figures run(const std::vector<std::vector<op>>& batches, const progress_fn& progress) override {
     return run_batches(arena_, batches, progress,
                        [this](const op& o, answer& a, std::vector<entry>& buf) { return apply(o, a, buf); });
+  }
+
+  std::uint64_t answer_here(const std::vector<op>& ops) override {
+    return answer_serially(ops, [this](const op& o, answer& a, std::vector<entry>& buf) { return apply(o, a, buf); });
   }
 
   std::size_t size() const override {
@@ -260,6 +277,10 @@ class tbb_baseline final : public baseline {
   run_figures run(const std::vector<std::vector<op>>& batches, const progress_fn& progress) override {
     return run_batches(arena_, batches, progress,
                        [this](const op& o, answer& a, std::vector<entry>& buf) { return apply(o, a, buf); });
+  }
+
+  std::uint64_t answer_here(const std::vector<op>& ops) override {
+    return answer_serially(ops, [this](const op& o, answer& a, std::vector<entry>& buf) { return apply(o, a, buf); });
   }
 
   std::size_t size() const override { return map_.size(); }

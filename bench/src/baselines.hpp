@@ -57,6 +57,9 @@ class baseline {
   virtual double load(const tandem::key_type* keys, const tandem::value_type* values, std::size_t n) = 0;
   /// Runs the batches one after another, each in parallel; timed inside.
   virtual run_figures run(const std::vector<std::vector<tandem::op>>& batches, const progress_fn& progress) = 0;
+  /// Answers one batch on the calling thread, op after op (a client of the
+  /// latency sweep; any number of threads at once). @return its hits
+  virtual std::uint64_t answer_here(const std::vector<tandem::op>& ops) = 0;
   [[nodiscard]] virtual std::size_t size() const = 0;
   /// Visits every pair in key order (not timed; for --verify).
   virtual void for_each(const std::function<void(tandem::key_type, tandem::value_type)>& f) const = 0;

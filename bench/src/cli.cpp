@@ -217,6 +217,12 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(count_in(0, std::uint64_t{1} << 32, false))
       ->type_name("N")
       ->capture_default_str();
+  app.add_option("--small-batch", opt.small_batch,
+                 "tandem::config.small_batch_ops: batches of at most this many ops run on the dispatcher thread "
+                 "alone (0: never); auto: the config's default")
+      ->check(count_in(0, std::uint64_t{1} << 32, true))
+      ->type_name("N|auto")
+      ->capture_default_str();
   app.add_option("--gpu-scatter", opt.gpu_scatter,
                  "tandem::config.gpu_scatter: on, a GPU-routed batch's answers go back to batch order on the GPU; "
                  "off, on the host. The tandem line says how many batches scattered where")
@@ -267,9 +273,31 @@ int parse_command_line(int argc, char** argv, options& opt) {
                      "load and E, which insert new keys, reload it before each point so every point starts from the "
                      "same contents. Prints one row per point (share requested and used, M ops/s, stage seconds, "
                      "GPU route fields); --csv writes one row per point (then one per baseline), --plot draws it. "
-                     "Without a usable GPU every point routes on the CPU (share used 0)")
-          ->check(CLI::IsMember({"share"}))
+                     "Without a usable GPU every point routes on the CPU (share used 0). "
+                     "latency: closed-loop clients (--latency-clients), each keeping one batch of B ops "
+                     "(--latency-batches) in flight for --latency-seconds, timed from submit to answer; prints "
+                     "p50, p99, p99.9 and max per point for tandem and absl (answering the same batches on the "
+                     "client threads); --csv/--json write the rows, --plot draws latency against batch size")
+          ->check(CLI::IsMember({"share", "latency"}))
           ->type_name("WHAT");
+  app.add_option("--latency-batches", opt.latency_batches, "--sweep latency: batch sizes B, comma-separated")
+      ->type_name("B,B,...")
+      ->capture_default_str();
+  app.add_option("--latency-clients", opt.latency_clients,
+                 "--sweep latency: client counts K, comma-separated (each client a thread keeping one batch in "
+                 "flight)")
+      ->type_name("K,K,...")
+      ->capture_default_str();
+  app.add_option("--latency-wait", opt.latency_wait,
+                 "--sweep latency: how a tandem client waits: future (submit, then future::get(), which sleeps) "
+                 "or spin (submit with a callback, spin until it has run: no wake-up on the way back)")
+      ->check(CLI::IsMember({"future", "spin"}))
+      ->type_name("HOW")
+      ->capture_default_str();
+  app.add_option("--latency-seconds", opt.latency_seconds, "--sweep latency: seconds per point and system")
+      ->check(CLI::Range(0.01, 600.0))
+      ->type_name("S")
+      ->capture_default_str();
   share_opt->excludes(sweep_opt);
   app.add_option("--warmup", opt.warmup,
                  "Untimed batches of --batch ops on loaded keys in the workload's mix of reads (C: gets; A, B, "

@@ -33,6 +33,7 @@ struct options {
   std::string gpu_order = "full";   ///< full | partial | none
   std::string gpu_scatter = "on";   ///< on | off
   std::string gpu_route_keys = "0";  ///< config.max_gpu_route_keys (0: no bound)
+  std::string small_batch = "auto";  ///< config.small_batch_ops (auto: the config's default)
   double leaf_fill = 0.75;
   bool verify = false;
   bool baselines = true;
@@ -43,6 +44,10 @@ struct options {
   bool csv_append = false;
   std::string json;
   std::string sweep;
+  std::string latency_batches = "1,16,64,256,1024,4096,65536";  ///< --sweep latency: B values
+  std::string latency_clients = "1,4,16";                       ///< --sweep latency: K values
+  double latency_seconds = 1.0;                                  ///< --sweep latency: seconds a point and system
+  std::string latency_wait = "future";                           ///< --sweep latency: future | spin
   std::string warmup = "auto";
   std::string plot;
   std::string plot_csv;

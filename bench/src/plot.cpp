@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -169,6 +170,37 @@ std::vector<json> read_csv(const std::string& path) {
   return rows;
 }
 
+/// Runs gnuplot on `script` (which writes `png`) when one is found.
+plot_outcome render(const std::string& script, const std::string& png) {
+  plot_outcome result;
+  const std::string gnuplot = find_gnuplot();
+  if (gnuplot.empty()) {
+    result.message = "plot: gnuplot not found (none at build time, none on PATH): wrote " + script +
+                     "; on a machine with gnuplot, `gnuplot " + script + "` writes " + png;
+    return result;
+  }
+  std::string arg0 = gnuplot, arg1 = script;
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, gnuplot.c_str(), nullptr, nullptr, argv, environ);
+  if (rc != 0) {
+    result.message = "plot: could not start " + gnuplot + ": " + std::strerror(rc) + "; wrote " + script;
+    return result;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && access(png.c_str(), R_OK) == 0) {
+    result.rendered = true;
+    result.message = "plot: " + png + " (gnuplot " + gnuplot + ", script " + script + ")";
+  } else {
+    result.message = "plot: " + gnuplot + " " + script + " failed (" +
+                     (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status)) : "killed") +
+                     "); no " + png;
+  }
+  return result;
+}
+
 plot_outcome plot_share_sweep(const std::vector<json>& rows, const std::string& png) {
   struct point {
     double requested, used, mops;
@@ -269,33 +301,68 @@ plot_outcome plot_share_sweep(const std::vector<json>& rows, const std::string& 
   out.close();
   if (!out) throw std::runtime_error("cannot write '" + script + "'");
 
-  plot_outcome result;
-  const std::string gnuplot = find_gnuplot();
-  if (gnuplot.empty()) {
-    result.message = "plot: gnuplot not found (none at build time, none on PATH): wrote " + script +
-                     "; on a machine with gnuplot, `gnuplot " + script + "` writes " + png;
-    return result;
+  return render(script, png);
+}
+
+plot_outcome plot_latency(const std::vector<json>& rows, const std::string& png) {
+  // One series per (system, clients): batch, p50, p99, p99.9, M ops/s.
+  struct series {
+    std::string name;
+    std::vector<std::array<double, 5>> points;
+  };
+  std::vector<series> all;
+  for (const json& r : rows) {
+    if (!r.contains("p99_us")) continue;
+    const std::string name = text(r["system"]) + ", " + text(r["clients"]) + " client" +
+                             (number(r["clients"]) == 1 ? "" : "s");
+    auto it = std::find_if(all.begin(), all.end(), [&](const series& x) { return x.name == name; });
+    if (it == all.end()) it = all.insert(all.end(), series{name, {}});
+    it->points.push_back({number(r["batch"]), number(r["p50_us"]), number(r["p99_us"]), number(r["p999_us"]),
+                          number(r["ops_per_s"]) / 1e6});
   }
-  std::string arg0 = gnuplot, arg1 = script;
-  char* argv[] = {arg0.data(), arg1.data(), nullptr};
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, gnuplot.c_str(), nullptr, nullptr, argv, environ);
-  if (rc != 0) {
-    result.message = "plot: could not start " + gnuplot + ": " + std::strerror(rc) + "; wrote " + script;
-    return result;
+  if (all.empty()) throw std::runtime_error("no --sweep latency rows to plot");
+  std::string base = png;
+  if (base.size() > 4 && base.compare(base.size() - 4, 4, ".png") == 0) base.resize(base.size() - 4);
+  const std::string script = base + ".gp";
+  const json& f = rows.front();
+  const std::string title = "tandem-bench --sweep latency: workload " + text(f.value("workload", json("?"))) + ", " +
+                            pow2(f.value("keys", json(nullptr))) + " keys; routing " +
+                            text(f.value("device_used", json("?"))) + "; host " + text(f.value("host", json("?")));
+  std::ofstream out(script, std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot open '" + script + "' for writing");
+  out << "# tandem-bench --sweep latency (written by tandem-bench): left, p50 (dashed) and p99 latency against\n"
+      << "# batch size; right, throughput against p99 latency. Render: gnuplot " << quoted(script) << "\n"
+      << "if (!exists(\"outfile\")) outfile = " << quoted(png) << "\n"
+      << "if (strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0) {\n"
+      << "  set terminal pngcairo size 1600,720 noenhanced font \"sans,11\"\n"
+      << "} else {\n"
+      << "  set terminal png size 1600,720 noenhanced\n"
+      << "}\n"
+      << "set output outfile\n"
+      << "set multiplot layout 1,2 title " << double_quoted(title) << "\n"
+      << "set grid\nset key top left\nset logscale xy\n";
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    out << "$s" << i << " << EOD\n# batch p50_us p99_us p999_us Mops\n";
+    for (const auto& p : all[i].points) out << p[0] << ' ' << p[1] << ' ' << p[2] << ' ' << p[3] << ' ' << p[4] << '\n';
+    out << "EOD\n";
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  static const char* const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+  out << "set xlabel 'ops per batch'\nset ylabel 'latency, microseconds (submit to answer)'\nplot ";
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const char* c = colours[i % 6];
+    out << (i ? ", \\\n     " : "") << "$s" << i << " using 1:3 with linespoints lw 2 pt 7 lc rgb '" << c
+        << "' title " << quoted(all[i].name + ", p99") << ", $s" << i << " using 1:2 with linespoints dt 2 pt 6 lc rgb '"
+        << c << "' notitle";
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && access(png.c_str(), R_OK) == 0) {
-    result.rendered = true;
-    result.message = "plot: " + png + " (gnuplot " + gnuplot + ", script " + script + ")";
-  } else {
-    result.message = "plot: " + gnuplot + " " + script + " failed (" +
-                     (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status)) : "killed") +
-                     "); no " + png;
+  out << "\nset xlabel 'p99 latency, microseconds'\nset ylabel 'throughput, M ops/s'\nplot ";
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    out << (i ? ", \\\n     " : "") << "$s" << i << " using 3:5 with linespoints lw 2 pt 7 lc rgb '" << colours[i % 6]
+        << "' title " << quoted(all[i].name);
   }
-  return result;
+  out << "\nunset multiplot\n";
+  out.close();
+  if (!out) throw std::runtime_error("cannot write '" + script + "'");
+  return render(script, png);
 }
 
 }  // namespace tandem_bench

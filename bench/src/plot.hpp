@@ -29,6 +29,14 @@ struct plot_outcome {
 ///         hold no sweep point
 plot_outcome plot_share_sweep(const std::vector<json>& rows, const std::string& png);
 
+/// @brief Plots --sweep latency rows (with p50_us, p99_us, p999_us): latency
+///        against batch size and throughput against p99 latency, one line
+///        per system and client count (as plot_share_sweep: FILE.gp, and
+///        FILE.png when gnuplot is found).
+/// @throws std::runtime_error when the script cannot be written or the rows
+///         hold no latency point
+plot_outcome plot_latency(const std::vector<json>& rows, const std::string& png);
+
 /// @brief Reads a CSV written by write_csv back into rows: numbers become
 ///        numbers, true/false booleans, empty fields null.
 /// @throws std::runtime_error when the file cannot be read or a row's field

@@ -41,6 +41,8 @@ void validate_config(const config& c) {
 
 }  // namespace
 
+thread_local bool index::impl::serial_stage_ = false;
+
 index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
   validate_config(cfg_);
   open_gpu();
@@ -76,6 +78,7 @@ index::impl::~impl() {
 }
 
 void index::impl::enqueue(job* j) {
+  j->submitted = clock_type::now();
   queued_.fetch_add(1, std::memory_order_acq_rel);
   while (!queue_.push(j)) std::this_thread::yield();  // push fails only when memory runs out
   { std::lock_guard<std::mutex> lock(mutex_); }
@@ -107,6 +110,14 @@ bool index::impl::inject_gpu_fault(device::stage s, int count) {
 }
 
 job* index::impl::pop_or_wait() {
+  // A brief spin first: a client answered a moment ago often submits again
+  // within microseconds, and a blocked dispatcher costs a wake-up (tens of
+  // microseconds where the core has gone idle).
+  const auto spin_until = clock_type::now() + std::chrono::microseconds(cfg_.dispatcher_spin_us);
+  do {
+    if (job* j = try_pop()) return j;
+    std::this_thread::yield();
+  } while (clock_type::now() < spin_until);
   for (;;) {
     job* j = nullptr;
     if (queue_.pop(j)) {
@@ -159,18 +170,26 @@ void index::impl::dispatch() {
         continue;
       }
       ready = take_slot(j);
+      const serial_scope serial(is_small(*j));
       prepare(*ready);
     }
+    // The next batch is validated and routed on the look-ahead thread while
+    // this one runs its leaf phase; a small one on this thread afterwards.
     prepared* next = nullptr;
+    bool next_small = false;
     if (job* j2 = try_pop()) {
       if (j2->type == job::kind::batch) {
         next = take_slot(j2);
-        lookahead_->start([this, next] { prepare(*next); });
+        next_small = is_small(*j2);
+        if (!next_small) lookahead_->start([this, next] { prepare(*next); });
       } else {
         held = j2;
       }
     }
-    leaf_stage(*ready);
+    {
+      const serial_scope serial(is_small(*ready->j));
+      leaf_stage(*ready);
+    }
     deliver_scattered();  // the previous batch, in order
     if (ready->gpu_scatter) {
       scattering = ready;
@@ -180,7 +199,12 @@ void index::impl::dispatch() {
     }
     ready = nullptr;
     if (next) {
-      lookahead_->wait();  // prepare() keeps its exceptions in next->failure
+      if (next_small) {
+        const serial_scope serial(true);
+        prepare(*next);
+      } else {
+        lookahead_->wait();  // prepare() keeps its exceptions in next->failure
+      }
       ready = next;
     }
   }

@@ -69,6 +69,7 @@ struct job {
   index::callback done;                // batch via submit(b, cb)
   std::promise<void> finished;         // load, barrier
   std::function<void()> barrier_work;  // barrier: runs on the dispatcher
+  std::chrono::steady_clock::time_point submitted;  // batch: when it was queued
 };
 
 /// The arrays of one routed batch (routed_batch_view), grow-only.
@@ -151,8 +152,10 @@ struct prepared {
   bool gpu_scatter = false;
   std::uint64_t splits = 0;
   std::exception_ptr failure;
+  std::chrono::steady_clock::time_point taken;  // when the dispatcher took it up
   void reset(job* jb, route_space* sp) {
     j = jb;
+    taken = std::chrono::steady_clock::now();
     n = jb->ops.size();
     space = sp;
     version.reset();
@@ -231,9 +234,32 @@ class index::impl {
   /// validate, waiting for a stolen slice, picks up leaf-phase work of the
   /// batch before and the next route starts late (and the dispatcher picks up
   /// route work the other way round).
+  /// On the dispatcher thread while it runs a small batch (config.
+  /// small_batch_ops), f runs in serial_arena_ instead: one slot, no
+  /// workers, so parallel algorithms run inline on the caller.
   template <class F>
   void run_in_arena(F&& f) {
-    arena_.execute([&] { tbb::this_task_arena::isolate(f); });
+    if (serial_stage_) {
+      serial_arena_.execute([&] { tbb::this_task_arena::isolate(f); });
+    } else {
+      arena_.execute([&] { tbb::this_task_arena::isolate(f); });
+    }
+  }
+  tbb::task_arena serial_arena_{1, 1};
+  static thread_local bool serial_stage_;
+  /// Sets serial_stage_ for a scope on the dispatcher thread.
+  class serial_scope {
+   public:
+    explicit serial_scope(bool on) noexcept : saved_(serial_stage_) { serial_stage_ = on; }
+    ~serial_scope() { serial_stage_ = saved_; }
+    serial_scope(const serial_scope&) = delete;
+    serial_scope& operator=(const serial_scope&) = delete;
+
+   private:
+    bool saved_;
+  };
+  [[nodiscard]] bool is_small(const job& j) const noexcept {
+    return j.type == job::kind::batch && j.ops.size() <= cfg_.small_batch_ops;
   }
   std::size_t threads_ = 0;
   std::string device_;

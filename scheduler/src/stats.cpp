@@ -33,6 +33,8 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
     stats_.total_bytes += p->bytes;
     stats_.last = p->times;
     stats_.last_batch_ops = n;
+    stats_.queue_wait.add(std::chrono::duration<double>(p->taken - p->j->submitted).count());
+    stats_.execution.add(seconds_since(p->taken));
   }
   stats_.gpu_share_auto = auto_share_.load();
   stats_.gpu_degraded = degraded_.load();

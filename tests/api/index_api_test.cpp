@@ -169,6 +169,36 @@ TEST(IndexApi, StatsCountOpsAndStages) {
   EXPECT_EQ(s.keys, idx.size());
 }
 
+TEST(IndexApi, StatsKeepLatencyHistogramsOfEveryBatch) {
+  latency_histogram h;
+  EXPECT_EQ(h.percentile_us(50), 0.0);
+  h.add(0.5e-6);   // bucket 0: below 2 us
+  h.add(3e-6);     // [2, 4)
+  h.add(100e-6);   // [64, 128)
+  h.add(5e-3);     // [4096, 8192)
+  EXPECT_EQ(h.count(), 4u);
+  EXPECT_EQ(h.buckets[0], 1u);
+  EXPECT_EQ(h.buckets[1], 1u);
+  EXPECT_EQ(h.buckets[6], 1u);
+  EXPECT_EQ(h.buckets[12], 1u);
+  EXPECT_EQ(h.percentile_us(25), 2.0);
+  EXPECT_EQ(h.percentile_us(50), 4.0);
+  EXPECT_EQ(h.percentile_us(75), 128.0);
+  EXPECT_EQ(h.percentile_us(100), 8192.0);
+  h.add(1e9);  // far beyond: the last bucket
+  EXPECT_EQ(h.buckets[latency_histogram::bucket_count - 1], 1u);
+
+  config cfg;
+  cfg.device = device_kind::cpu;
+  tandem::index idx(cfg);
+  for (int i = 0; i < 50; ++i) idx.execute(batch{}.put(static_cast<key_type>(i), 1).get(7));
+  const stats s = idx.stats();
+  EXPECT_EQ(s.queue_wait.count(), 50u);
+  EXPECT_EQ(s.execution.count(), 50u);
+  EXPECT_GT(s.execution.percentile_us(50), 0.0);
+  EXPECT_GE(s.execution.percentile_us(99), s.execution.percentile_us(50));
+}
+
 TEST(IndexApi, StatsReportTheDataAfterALoad) {
   config c;
   c.device = device_kind::cpu;

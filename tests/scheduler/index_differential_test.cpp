@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <future>
 #include <tuple>
 
 namespace {
@@ -102,6 +104,42 @@ TEST(IndexDifferential, SmallBatchesFanout32) {
     ASSERT_EQ(model.check(bt, idx.execute(bt), "batch " + std::to_string(b)), 0u);
   }
   EXPECT_NO_THROW(idx.verify());
+}
+
+// Small batches (config.small_batch_ops) run every stage on the dispatcher
+// thread: batches of 1 .. threshold + 1 ops of every kind, several in flight
+// so that small and large batches follow each other through the pipeline,
+// against the model, at thresholds 0 (never), 40 and the default.
+TEST(IndexDifferential, SmallBatchPathGivesTheModelsAnswers) {
+  for (const std::size_t threshold : {std::size_t{0}, std::size_t{40}, config{}.small_batch_ops}) {
+    SCOPED_TRACE(::testing::Message() << "small_batch_ops " << threshold);
+    config cfg;
+    cfg.small_batch_ops = threshold;
+    cfg.threads = 3;
+    tandem::index idx(cfg);
+    test::index_model model;
+    test::key_source keys(key_pattern::edges, 5000, 7 + threshold);
+    auto& rng = keys.rng();
+    const std::size_t largest = std::max<std::size_t>(threshold, 40) + 1;
+    for (std::size_t round = 0; round < 150; ++round) {
+      std::vector<batch> batches;
+      std::vector<std::future<batch_result>> results;
+      for (int i = 0; i < 6; ++i) {
+        batches.push_back(test::random_batch(keys, 1 + rng() % largest));
+        results.push_back(idx.submit(batches.back()));
+      }
+      for (std::size_t i = 0; i < batches.size(); ++i) {
+        ASSERT_EQ(model.check(batches[i], results[i].get(), "round " + std::to_string(round)), 0u);
+      }
+      if (round % 25 == 0) {
+        ASSERT_NO_THROW(idx.verify());
+      }
+    }
+    EXPECT_EQ(idx.size(), model.data.size());
+    batch all;
+    all.scan(min_key, max_key, max_scan_limit);
+    EXPECT_EQ(model.check(all, idx.execute(all), "final"), 0u);
+  }
 }
 
 }  // namespace

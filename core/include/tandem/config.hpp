@@ -45,6 +45,14 @@ struct config {
   device_kind device = device_kind::automatic;
   /// Batches with fewer ops than this route on the CPU only.
   std::size_t min_gpu_batch = 1u << 14;
+  /// Batches of at most this many ops run every stage on the dispatcher
+  /// thread alone (no worker is woken, nothing fans out): a small batch
+  /// costs less than the hand-offs to other threads would. 0: never.
+  std::size_t small_batch_ops = 1024;
+  /// Microseconds the dispatcher keeps looking for the next batch before it
+  /// sleeps: a batch submitted within it starts without a wake-up. 0: sleep
+  /// at once.
+  unsigned dispatcher_spin_us = 50;
   /// Share of each batch's keys routed on the GPU, in [0, 1]; a negative
   /// value means automatic (see index::set_gpu_share).
   double gpu_share = -1;

@@ -53,6 +53,42 @@ struct stage_bytes {
   }
 };
 
+/// Batches counted by latency, in powers of two of microseconds: bucket 0
+/// holds latencies below 2 us, bucket i in [2^i, 2^(i+1)) us, the last
+/// bucket everything from 2^31 us on. Counts since the index was made;
+/// subtract an earlier snapshot's counts for a window.
+struct latency_histogram {
+  static constexpr std::size_t bucket_count = 32;
+  std::array<std::uint64_t, bucket_count> buckets{};
+
+  /// Adds one latency of `seconds`.
+  void add(double seconds) noexcept {
+    const double us = seconds * 1e6;
+    std::size_t b = 0;
+    while (b + 1 < bucket_count && us >= static_cast<double>(std::uint64_t{2} << b)) ++b;
+    ++buckets[b];
+  }
+  [[nodiscard]] std::uint64_t count() const noexcept {
+    std::uint64_t n = 0;
+    for (std::uint64_t c : buckets) n += c;
+    return n;
+  }
+  /// Upper end, in microseconds, of the bucket holding the p-th percentile
+  /// (p in [0, 100]); 0 when empty. An upper bound within a factor of two.
+  [[nodiscard]] double percentile_us(double p) const noexcept {
+    const std::uint64_t n = count();
+    if (n == 0) return 0;
+    auto rank = static_cast<std::uint64_t>(p / 100.0 * static_cast<double>(n) + 0.999999);
+    if (rank < 1) rank = 1;
+    std::uint64_t seen = 0;
+    for (std::size_t b = 0; b < bucket_count; ++b) {
+      seen += buckets[b];
+      if (seen >= rank) return static_cast<double>(std::uint64_t{2} << b);
+    }
+    return static_cast<double>(std::uint64_t{2} << (bucket_count - 1));
+  }
+};
+
 struct stats {
   std::uint64_t batches = 0;         ///< batches completed (failed ones included)
   std::uint64_t failed_batches = 0;  ///< batches whose future holds an exception
@@ -101,6 +137,10 @@ struct stats {
 
   std::uint64_t gpu_scatters = 0;    ///< batches whose answers went back to batch order on the GPU
   std::uint64_t host_scatters = 0;   ///< ... on the host
+
+  /// Per batch: from submit until the dispatcher took it up (queue wait),
+  /// and from then until its answer was handed over (execution).
+  latency_histogram queue_wait, execution;
 
   stage_times total;                 ///< summed over all batches
   stage_bytes total_bytes;           ///< summed over all batches
