@@ -48,7 +48,7 @@ struct config {
   /// Batches of at most this many ops run every stage on the dispatcher
   /// thread alone (no worker is woken, nothing fans out): a small batch
   /// costs less than the hand-offs to other threads would. 0: never.
-  std::size_t small_batch_ops = 1024;
+  std::size_t small_batch_ops = 64;
   /// Microseconds the dispatcher keeps looking for the next batch before it
   /// sleeps: a batch submitted within it starts without a wake-up. 0: sleep
   /// at once.
