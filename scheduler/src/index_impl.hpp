@@ -109,6 +109,7 @@ struct route_space {
   std::vector<std::uint32_t> part_bases;  // added to each part's positions by the merge
   host::merge_workspace merge_work;
   host::route_workspace cpu_work;  // work arrays of CPU routing
+  host::route_workspace fallback_work;  // of the GPU side re-routing a failed slice beside the CPU share
   scheduler::host_array<value_type> answers;     // leaf-phase answers in routed order
   scheduler::host_array<std::uint8_t> found;
   // Per batch position: the scan's entry of batch::scans() (scan ops only).

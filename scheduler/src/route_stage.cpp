@@ -165,7 +165,7 @@ std::uint32_t index::impl::route_gpu(prepared& p, const routed_batch_view& want,
     const auto t1 = clock_type::now();
     run_in_arena([&] {
       host::route_sorted(p.version->view(), b.keys() + first, b.args() + first, types, m,
-                         static_cast<std::uint32_t>(first), out, p.space->cpu_work);
+                         static_cast<std::uint32_t>(first), out, p.space->fallback_work);
     });
     info.cpu_seconds += seconds_since(t1);
     info.cpu_keys += m;
