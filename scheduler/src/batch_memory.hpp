@@ -36,17 +36,13 @@ class host_array {
 
   void set_kind(memory_kind kind) noexcept {
     if (kind == kind_) return;
-    free_host(data_, kind_);
-    data_ = nullptr;
-    capacity_ = 0;
+    release();
     kind_ = kind;
   }
   /// @return room for n elements.
   T* get(std::size_t n) {
     if (n > capacity_) {
-      free_host(data_, kind_);
-      data_ = nullptr;
-      capacity_ = 0;
+      release();
       data_ = static_cast<T*>(allocate_host(std::max<std::size_t>(n, 1) * sizeof(T), kind_));
       capacity_ = n;
     }
