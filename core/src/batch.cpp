@@ -30,6 +30,19 @@ batch& batch::append(const key_type* keys, const value_type* values, std::size_t
   return *this;
 }
 
+batch& batch::append(const batch& other) {
+  if (&other == this) return append(batch(other));
+  const std::size_t at = keys_.size();
+  keys_.insert(keys_.end(), other.keys_.begin(), other.keys_.end());
+  args_.insert(args_.end(), other.args_.begin(), other.args_.end());
+  types_.insert(types_.end(), other.types_.begin(), other.types_.end());
+  for (scan_spec s : other.scans_) {
+    s.index += at;
+    scans_.push_back(s);
+  }
+  return *this;
+}
+
 const scan_spec* batch::find_scan(std::size_t i) const noexcept {
   const auto it = std::lower_bound(scans_.begin(), scans_.end(), i,
                                    [](const scan_spec& s, std::size_t index) { return s.index < index; });
@@ -56,10 +69,20 @@ std::string batch_result::error(std::size_t i) const {
 std::pair<std::uint64_t, std::uint64_t> batch_result::scan_slot(std::size_t i) const noexcept {
   if (!columns_) return {0, 0};
   const std::vector<std::uint64_t>& ops = columns_->scan_ops;
-  const auto it = std::lower_bound(ops.begin(), ops.end(), std::uint64_t{i});
-  if (it == ops.end() || *it != i) return {0, 0};
+  const std::uint64_t at = first_ + i;
+  const auto it = std::lower_bound(ops.begin(), ops.end(), at);
+  if (it == ops.end() || *it != at) return {0, 0};
   const auto s = static_cast<std::size_t>(it - ops.begin());
   return {columns_->scan_begin[s], columns_->scan_begin[s + 1] - columns_->scan_begin[s]};
+}
+
+entry_span batch_result::scan_entries() const noexcept {
+  if (!columns_ || columns_->scan_ops.empty()) return {};
+  const std::vector<std::uint64_t>& ops = columns_->scan_ops;
+  const auto s0 = static_cast<std::size_t>(std::lower_bound(ops.begin(), ops.end(), first_) - ops.begin());
+  const auto s1 = static_cast<std::size_t>(std::lower_bound(ops.begin(), ops.end(), first_ + size_) - ops.begin());
+  const std::uint64_t e0 = columns_->scan_begin[s0];
+  return {columns_->scan_entries.data() + e0, static_cast<std::size_t>(columns_->scan_begin[s1] - e0)};
 }
 
 }  // namespace tandem

@@ -4,8 +4,11 @@
 // dispatcher, the next queued batch is validated and routed on the
 // look-ahead thread (DESIGN, pipelining), on the layout version of that
 // moment, which stays correct after the first batch's splits because ops
-// follow right links. Finishing a batch fulfils its future or runs its
-// callback on the dispatcher thread.
+// follow right links. Batches found waiting together (each below
+// config.group_commit_ops) are folded into one job whose ops are theirs back
+// to back: one run, then each gets a window of its answers (group commit).
+// Finishing a batch fulfils its future or runs its callback on the
+// dispatcher thread.
 #include "index_impl.hpp"
 
 #include <tandem/device/device_query.hpp>
@@ -144,6 +147,32 @@ prepared* index::impl::take_slot(job* j) {
   return p;
 }
 
+job* index::impl::gather(job* first, job*& held) {
+  if (!foldable(*first)) return first;
+  std::size_t total = first->ops.size();
+  job* combined = nullptr;
+  while (job* j = try_pop()) {
+    if (!foldable(*j) || total + j->ops.size() > cfg_.group_commit_ops) {
+      held = j;  // runs next, after the batches folded so far
+      break;
+    }
+    if (!combined) {
+      combined = new job;
+      combined->submitted = first->submitted;
+      combined->ops = std::move(first->ops);
+      combined->members.push_back(first);
+      combined->member_begin.push_back(0);
+    }
+    combined->members.push_back(j);
+    combined->member_begin.push_back(total);
+    combined->ops.append(j->ops);
+    total += j->ops.size();
+  }
+  if (!combined) return first;
+  combined->member_begin.push_back(total);
+  return combined;
+}
+
 void index::impl::dispatch() {
   prepared* ready = nullptr;       // routed, its leaf phase next
   prepared* scattering = nullptr;  // leaf phase done, answers on their way back on the GPU
@@ -156,8 +185,7 @@ void index::impl::dispatch() {
   };
   for (;;) {
     if (!ready) {
-      job* j = held ? held : try_pop();
-      held = nullptr;
+      job* j = held ? std::exchange(held, nullptr) : try_pop();
       if (!j) {
         deliver_scattered();  // nothing else to overlap it with
         j = pop_or_wait();
@@ -169,6 +197,7 @@ void index::impl::dispatch() {
         delete j;
         continue;
       }
+      j = gather(j, held);
       ready = take_slot(j);
       const serial_scope serial(is_small(*j));
       prepare(*ready);
@@ -177,8 +206,9 @@ void index::impl::dispatch() {
     // this one runs its leaf phase; a small one on this thread afterwards.
     prepared* next = nullptr;
     bool next_small = false;
-    if (job* j2 = try_pop()) {
+    if (job* j2 = held ? std::exchange(held, nullptr) : try_pop()) {
       if (j2->type == job::kind::batch) {
+        j2 = gather(j2, held);
         next = take_slot(j2);
         next_small = is_small(*j2);
         if (!next_small) lookahead_->start([this, next] { prepare(*next); });
@@ -258,31 +288,70 @@ void index::impl::leaf_stage(prepared& p) {
 }
 
 void index::impl::deliver(prepared& p) {
+  if (!p.j->members.empty()) return deliver_members(p);
   job& j = *p.j;
   batch_result result;
   if (!p.failure) {
     if (p.result_keys.size() != p.n) p.result_keys = j.ops.take_keys();
-    result = batch_result(std::move(p.columns), p.n, std::move(p.result_keys));
+    result = batch_result(std::move(p.columns), 0, p.n, std::move(p.result_keys));
     for (auto& [i, message] : p.errors) result.add_error(i, std::move(message));
   }
   p.columns.reset();
   result.set_sequence(sequence_++);
   publish_stats(&p, p.failure != nullptr, p.splits);
+  finish(j, std::move(result), p.failure);
+  delete p.j;
+  p.j = nullptr;
+}
+
+void index::impl::deliver_members(prepared& p) {
+  // Each member's result is a window of the whole batch's answer columns
+  // (shared, nothing copied but its keys and error messages).
+  job& whole = *p.j;
+  if (!p.failure && p.result_keys.size() != p.n) p.result_keys = whole.ops.take_keys();
+  publish_stats(&p, p.failure != nullptr, p.splits);
+  auto error = p.errors.begin();
+  for (std::size_t m = 0; m < whole.members.size(); ++m) {
+    job* member = whole.members[m];
+    const std::size_t begin = whole.member_begin[m];
+    const std::size_t n = whole.member_begin[m + 1] - begin;
+    batch_result result;
+    std::exception_ptr failure = p.failure;
+    if (!failure) {
+      try {
+        const auto k = p.result_keys.begin() + static_cast<std::ptrdiff_t>(begin);
+        result = batch_result(p.columns, begin, n, std::vector<key_type>(k, k + static_cast<std::ptrdiff_t>(n)));
+        for (; error != p.errors.end() && error->first < begin + n; ++error) {
+          result.add_error(error->first - begin, std::move(error->second));
+        }
+      } catch (...) {
+        failure = std::current_exception();
+        result = batch_result();
+      }
+    }
+    result.set_sequence(sequence_++);
+    finish(*member, std::move(result), failure);
+    delete member;
+  }
+  p.columns.reset();
+  delete p.j;
+  p.j = nullptr;
+}
+
+void index::impl::finish(job& j, batch_result&& result, const std::exception_ptr& failure) {
   if (j.done) {
     try {
-      j.done(std::move(result), p.failure);
+      j.done(std::move(result), failure);
     } catch (const std::exception& e) {
       note_callback_error(e.what());
     } catch (...) {
       note_callback_error("unknown exception");
     }
-  } else if (p.failure) {
-    j.promise.set_exception(p.failure);
+  } else if (failure) {
+    j.promise.set_exception(failure);
   } else {
     j.promise.set_value(std::move(result));
   }
-  delete p.j;
-  p.j = nullptr;
 }
 
 void index::impl::note_callback_error(const std::string& what) {

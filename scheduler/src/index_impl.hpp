@@ -30,6 +30,7 @@
 #include <boost/lockfree/queue.hpp>
 #include <oneapi/tbb/task_arena.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -70,6 +71,15 @@ struct job {
   std::promise<void> finished;         // load, barrier
   std::function<void()> barrier_work;  // barrier: runs on the dispatcher
   std::chrono::steady_clock::time_point submitted;  // batch: when it was queued
+  // Group commit: a batch job made of queued batches run as one. `ops` holds
+  // theirs back to back; member i owns ops [member_begin[i], member_begin[i + 1]).
+  std::vector<job*> members;
+  std::vector<std::size_t> member_begin;
+  /// Op `i` of this job as its own batch numbers it (for error messages).
+  [[nodiscard]] std::size_t local_index(std::size_t i) const noexcept {
+    if (member_begin.empty()) return i;
+    return i - *(std::upper_bound(member_begin.begin(), member_begin.end(), i) - 1);
+  }
 };
 
 /// The arrays of one routed batch (routed_batch_view), grow-only.
@@ -196,6 +206,9 @@ class index::impl {
   void dispatch();
   void run(job* j);
   prepared* take_slot(job* j);
+  job* gather(job* first, job*& held);
+  void finish(job& j, batch_result&& result, const std::exception_ptr& failure);
+  void deliver_members(prepared& p);
   void prepare(prepared& p);
   void leaf_stage(prepared& p);
   void deliver(prepared& p);
@@ -259,6 +272,10 @@ class index::impl {
    private:
     bool saved_;
   };
+  /// May be folded with other queued batches (group commit).
+  [[nodiscard]] bool foldable(const job& j) const noexcept {
+    return j.type == job::kind::batch && j.ops.size() < cfg_.group_commit_ops;
+  }
   [[nodiscard]] bool is_small(const job& j) const noexcept {
     return j.type == job::kind::batch && j.ops.size() <= cfg_.small_batch_ops;
   }

@@ -22,8 +22,12 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
       stats_.gpu_rate = r.gpu_rate;
       stats_.cpu_rate = r.cpu_rate;
     }
-    ++stats_.batches;
-    stats_.failed_batches += failed;
+    // A group-commit job counts as the batches its submitters built.
+    const std::vector<job*>& members = p->j->members;
+    const std::uint64_t batches = members.empty() ? 1 : members.size();
+    stats_.batches += batches;
+    stats_.grouped_batches += members.size();
+    stats_.failed_batches += failed ? batches : 0;
     stats_.ops += n;
     stats_.invalid_ops += failed ? 0 : p->errors.size();
     for (std::size_t type = 0; type < op_type_count; ++type) stats_.ops_by_type[type] += r.ops_by_type[type];
@@ -33,8 +37,15 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
     stats_.total_bytes += p->bytes;
     stats_.last = p->times;
     stats_.last_batch_ops = n;
-    stats_.queue_wait.add(std::chrono::duration<double>(p->taken - p->j->submitted).count());
-    stats_.execution.add(seconds_since(p->taken));
+    const double execution = seconds_since(p->taken);
+    if (members.empty()) {
+      stats_.queue_wait.add(std::chrono::duration<double>(p->taken - p->j->submitted).count());
+      stats_.execution.add(execution);
+    }
+    for (const job* m : members) {
+      stats_.queue_wait.add(std::chrono::duration<double>(p->taken - m->submitted).count());
+      stats_.execution.add(execution);
+    }
   }
   stats_.gpu_share_auto = auto_share_.load();
   stats_.gpu_degraded = degraded_.load();

@@ -14,6 +14,7 @@
 namespace tandem {
 namespace {
 
+// `i`: the op's index in the batch its submitter built (job::local_index).
 std::string op_text(std::size_t i, op_type t) {
   return "op " + std::to_string(i) + " (" + to_string(t) + ")";
 }
@@ -75,20 +76,20 @@ void index::impl::validate(prepared& p) {
                         }
                         if (t > op_type::count) {
                           status[i] = op_status::invalid;
-                          c.bad.emplace_back(i, "op " + std::to_string(i) + ": unknown op type " +
+                          c.bad.emplace_back(i, "op " + std::to_string(p.j->local_index(i)) + ": unknown op type " +
                                                     std::to_string(static_cast<int>(t)));
                           continue;
                         }
                         ++c.counts[static_cast<std::size_t>(t)];
                         if (lo[i] > hi[i]) {
                           status[i] = op_status::invalid;
-                          c.bad.emplace_back(i, op_text(i, t) + ": lo " + std::to_string(lo[i]) + " > hi " +
+                          c.bad.emplace_back(i, op_text(p.j->local_index(i), t) + ": lo " + std::to_string(lo[i]) + " > hi " +
                                                     std::to_string(hi[i]));
                         } else if (t == op_type::scan) {
                           const scan_spec& s = scans[slot[i]];
                           if (s.limit > max_scan_limit) {
                             status[i] = op_status::invalid;
-                            c.bad.emplace_back(i, op_text(i, t) + ": limit " + std::to_string(s.limit) +
+                            c.bad.emplace_back(i, op_text(p.j->local_index(i), t) + ": limit " + std::to_string(s.limit) +
                                                       " exceeds max_scan_limit " + std::to_string(max_scan_limit));
                           }
                         }

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -69,5 +71,136 @@ TEST_P(Concurrency, EightSubmittersMatchQueueOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arenas, Concurrency, ::testing::Values(1, 2, 4));
+
+// Group commit: tiny batches queued together run as one. Submitters pile
+// batches up while the first one's callback holds the dispatcher, so folding
+// is certain; every batch still gets the answers of running the batches one
+// after another in sequence() order, with its own columns, scans, errors
+// (numbered in its own ops) and sequence number.
+TEST(GroupCommit, FoldedTinyBatchesAnswerAsIfRunOneByOne) {
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    config cfg;
+    cfg.threads = 2;
+    cfg.group_commit_ops = 64 + seed * 100;  // folds stop at the bound, then go on
+    tandem::index idx(cfg);
+    test::key_source keys(test::key_pattern::narrow, 600, seed);
+    std::vector<entry> initial;
+    for (int i = 0; i < 400; ++i) initial.push_back({keys(), keys.rng()()});
+    initial.push_back({min_key, 1});
+    initial.push_back({max_key, 2});
+    idx.load(initial);
+    test::index_model model;
+    for (const entry& e : initial) model.data[e.key] = e.value;  // the later pair wins
+
+    struct done_batch {
+      batch b;
+      batch_result r;
+    };
+    std::vector<done_batch> done;
+    std::mutex m;
+    std::promise<void> all_queued;
+    std::shared_future<void> queued = all_queued.get_future().share();
+    batch first;
+    first.get(min_key);
+    std::promise<batch_result> first_result;
+    idx.submit(first, [&, queued](batch_result r, std::exception_ptr) {
+      queued.wait();  // the others pile up in the queue meanwhile
+      first_result.set_value(std::move(r));
+    });
+    constexpr int submitters = 4;
+    constexpr int per_thread = 40;
+    std::vector<std::thread> threads;
+    std::atomic<int> submitted{0};
+    for (int t = 0; t < submitters; ++t) {
+      threads.emplace_back([&, t] {
+        test::key_source mine(test::key_pattern::narrow, 600, seed * 100 + static_cast<std::uint64_t>(t));
+        test::batch_mix mix;
+        mix.invalid_per_mille = 50;
+        std::vector<std::pair<batch, std::future<batch_result>>> pending;
+        for (int i = 0; i < per_thread; ++i) {
+          batch b = test::random_batch(mine, 1 + mine.rng()() % 40, mix);
+          pending.emplace_back(b, idx.submit(b));
+          submitted.fetch_add(1);
+        }
+        for (auto& [b, f] : pending) {
+          batch_result r = f.get();
+          std::lock_guard<std::mutex> lock(m);
+          done.push_back({std::move(b), std::move(r)});
+        }
+      });
+    }
+    while (submitted.load() < submitters * per_thread) std::this_thread::yield();
+    all_queued.set_value();
+    for (auto& t : threads) t.join();
+    done.push_back({first, first_result.get_future().get()});
+    std::sort(done.begin(), done.end(),
+              [](const done_batch& a, const done_batch& b) { return a.r.sequence() < b.r.sequence(); });
+    ASSERT_EQ(done.size(), std::size_t{submitters * per_thread + 1});
+    for (std::size_t i = 0; i < done.size(); ++i) {
+      const done_batch& d = done[i];
+      ASSERT_EQ(d.r.sequence(), i) << "sequence numbers are dense";
+      ASSERT_EQ(d.r.size(), d.b.size());
+      ASSERT_EQ(model.check(d.b, d.r, "seed " + std::to_string(seed) + " batch #" + std::to_string(i)), 0u);
+      // Columns and scan entries are this batch's own.
+      std::size_t entries = 0;
+      for (std::size_t k = 0; k < d.r.size(); ++k) {
+        ASSERT_EQ(d.r.values()[k], d.r.value(k));
+        ASSERT_EQ(d.r.found_flags()[k] != 0, d.r.found(k));
+        ASSERT_EQ(d.r.statuses()[k], d.r.status(k));
+        ASSERT_EQ(d.r.keys()[k], d.r.key(k));
+        if (d.r.status(k) == op_status::invalid) {
+          EXPECT_EQ(d.r.error(k).rfind("op " + std::to_string(k) + " ", 0), 0u) << d.r.error(k);
+        }
+        const entry_span sc = d.r.scan(k);
+        if (!sc.empty()) {
+          ASSERT_EQ(sc.data(), d.r.scan_entries().data() + entries) << "scan entries in batch order";
+        }
+        entries += sc.size();
+      }
+      ASSERT_EQ(d.r.scan_entries().size(), entries);
+    }
+    const tandem::stats st = idx.stats();
+    EXPECT_GT(st.grouped_batches, std::uint64_t{submitters * per_thread / 2}) << "queued batches were folded";
+    EXPECT_EQ(st.batches, std::uint64_t{submitters * per_thread + 1});
+    batch all;
+    all.scan(min_key, max_key, max_scan_limit);
+    EXPECT_EQ(model.check(all, idx.execute(all), "final"), 0u);
+    EXPECT_NO_THROW(idx.verify());
+  }
+}
+
+// Results of one folded run share columns: each stays valid alone, after the
+// others and the index are gone.
+TEST(GroupCommit, ResultsOutliveTheirSiblingsAndTheIndex) {
+  std::vector<batch_result> kept;
+  {
+    config cfg;
+    cfg.threads = 1;
+    tandem::index idx(cfg);
+    std::promise<void> go;
+    std::shared_future<void> wait = go.get_future().share();
+    batch hold;
+    hold.put(7, 70);
+    idx.submit(hold, [wait](batch_result, std::exception_ptr) { wait.wait(); });
+    std::vector<std::future<batch_result>> fs;
+    for (std::uint64_t i = 0; i < 20; ++i) {
+      batch b;
+      b.put(100 + i, i).get(7).scan(100, 100 + i, 100);
+      fs.push_back(idx.submit(std::move(b)));
+    }
+    go.set_value();
+    for (auto& f : fs) kept.push_back(f.get());
+    EXPECT_GT(idx.stats().grouped_batches, 0u);
+  }
+  for (std::size_t i = kept.size(); i-- > 0;) {
+    const batch_result& r = kept[i];
+    ASSERT_EQ(r.size(), 3u);
+    EXPECT_FALSE(r.found(0));
+    EXPECT_EQ(r.value(1), 70u);
+    ASSERT_EQ(r.scan(2).size(), i + 1);
+    for (std::size_t e = 0; e <= i; ++e) EXPECT_EQ(r.scan(2)[e].key, 100 + e);
+    kept.pop_back();  // siblings go first
+  }
+}
 
 }  // namespace

@@ -121,6 +121,9 @@ class batch {
     return insert(keys.data(), values.data(), keys.size() < values.size() ? keys.size() : values.size());
   }
 
+  /// Every op of `other`, in its order (scans keep their limits and orders).
+  batch& append(const batch& other);
+
   void reserve(std::size_t n) {
     keys_.reserve(n);
     args_.reserve(n);

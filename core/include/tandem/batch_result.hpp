@@ -25,7 +25,9 @@
 /// them when the result is destroyed (or assigned over), so a caller that
 /// drops results as it goes lets later batches reuse the same pages; a
 /// result kept alive keeps its memory, and no later batch touches it. A
-/// result may outlive its index.
+/// result may outlive its index. Results of batches run together (group
+/// commit, see index.hpp) share one set of columns, which goes back when the
+/// last of them is destroyed.
 
 #include <tandem/batch.hpp>
 #include <tandem/core/types.hpp>
@@ -122,10 +124,10 @@ class batch_result {
   [[nodiscard]] op_result operator[](std::size_t i) const noexcept {
     return {key(i), value(i), scan_slot(i).first, status(i), found(i)};
   }
-  [[nodiscard]] op_status status(std::size_t i) const noexcept { return columns_->status[i]; }
+  [[nodiscard]] op_status status(std::size_t i) const noexcept { return columns_->status[first_ + i]; }
   [[nodiscard]] bool ok(std::size_t i) const noexcept { return status(i) == op_status::ok; }
-  [[nodiscard]] bool found(std::size_t i) const noexcept { return columns_->found[i] != 0; }
-  [[nodiscard]] value_type value(std::size_t i) const noexcept { return columns_->values[i]; }
+  [[nodiscard]] bool found(std::size_t i) const noexcept { return columns_->found[first_ + i] != 0; }
+  [[nodiscard]] value_type value(std::size_t i) const noexcept { return columns_->values[first_ + i]; }
   [[nodiscard]] key_type key(std::size_t i) const noexcept { return keys_[i]; }
   /// Entries of scan op `i` (empty for other ops).
   [[nodiscard]] entry_span scan(std::size_t i) const noexcept {
@@ -137,27 +139,29 @@ class batch_result {
   /// Number of ops with status `invalid`.
   [[nodiscard]] std::size_t invalid_count() const noexcept { return errors_.size(); }
   /// Every entry of every scan, scan after scan in batch order.
-  [[nodiscard]] entry_span scan_entries() const noexcept {
-    return columns_ ? entry_span(columns_->scan_entries.data(), columns_->scan_entries.size()) : entry_span();
-  }
+  [[nodiscard]] entry_span scan_entries() const noexcept;
   /// Place of this batch in the index's execution order (0 for the first
   /// batch an index runs): batches with lower numbers took effect before.
   [[nodiscard]] std::uint64_t sequence() const noexcept { return sequence_; }
 
   // ---- columns: size() entries each, in batch order ---------------------------
   /// value(i) for every op.
-  [[nodiscard]] const value_type* values() const noexcept { return columns_ ? columns_->values : nullptr; }
+  [[nodiscard]] const value_type* values() const noexcept { return columns_ ? columns_->values + first_ : nullptr; }
   /// key(i) for every op.
   [[nodiscard]] const key_type* keys() const noexcept { return keys_.data(); }
   /// found(i) for every op, as 0 or 1.
-  [[nodiscard]] const std::uint8_t* found_flags() const noexcept { return columns_ ? columns_->found : nullptr; }
+  [[nodiscard]] const std::uint8_t* found_flags() const noexcept {
+    return columns_ ? columns_->found + first_ : nullptr;
+  }
   /// status(i) for every op.
-  [[nodiscard]] const op_status* statuses() const noexcept { return columns_ ? columns_->status : nullptr; }
+  [[nodiscard]] const op_status* statuses() const noexcept { return columns_ ? columns_->status + first_ : nullptr; }
 
   /// @cond internal
-  /// Filled by the index: `columns` must hold `n` answers.
-  batch_result(std::shared_ptr<detail::answer_columns> columns, std::size_t n, std::vector<key_type>&& keys)
-      : columns_(std::move(columns)), keys_(std::move(keys)), size_(n) {}
+  /// Filled by the index: answer i is answer first + i of `columns` (its
+  /// scan_ops numbered the same way), which must hold first + n answers.
+  batch_result(std::shared_ptr<detail::answer_columns> columns, std::size_t first, std::size_t n,
+               std::vector<key_type>&& keys)
+      : columns_(std::move(columns)), keys_(std::move(keys)), first_(first), size_(n) {}
   detail::answer_columns& mutable_columns() noexcept { return *columns_; }
   std::vector<key_type>& mutable_keys() noexcept { return keys_; }
   void add_error(std::size_t i, std::string message) { errors_.emplace_back(i, std::move(message)); }
@@ -170,6 +174,7 @@ class batch_result {
 
   std::shared_ptr<detail::answer_columns> columns_;
   std::vector<key_type> keys_;
+  std::size_t first_ = 0;  // of this batch's answers in columns_
   std::size_t size_ = 0;
   std::vector<std::pair<std::size_t, std::string>> errors_;  // sorted by op index
   std::uint64_t sequence_ = 0;

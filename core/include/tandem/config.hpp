@@ -49,6 +49,12 @@ struct config {
   /// thread alone (no worker is woken, nothing fans out): a small batch
   /// costs less than the hand-offs to other threads would. 0: never.
   std::size_t small_batch_ops = 64;
+  /// Group commit: batches found waiting in the queue together are run as
+  /// one batch of at most this many ops (each still takes effect in queue
+  /// order, sees the writes of the ones before it, gets its own answers and
+  /// its own sequence number), so many clients with small batches share the
+  /// fixed costs of one. Batches of more ops run alone. 0: never fold.
+  std::size_t group_commit_ops = std::size_t{1} << 16;
   /// Microseconds the dispatcher keeps looking for the next batch before it
   /// sleeps: a batch submitted within it starts without a wake-up. 0: sleep
   /// at once.

@@ -16,6 +16,11 @@
 /// Threads: `submit`, `execute`, `load`, `stats`, `size`, `verify` may be
 /// called from any number of threads at once. Batches (and loads) take effect
 /// one after another in the order their submissions entered the queue.
+/// Batches found waiting in the queue together may run as one (group commit,
+/// config.group_commit_ops): each still takes effect in queue order, sees
+/// the writes of the ones before it and gets its own result and sequence
+/// number; if that combined run fails, each of its batches fails with the
+/// same exception.
 ///
 /// What waits: `submit` never waits for the batch to run; `execute`, `load`
 /// and `verify` wait. A callback runs on the index's dispatcher thread and

@@ -92,6 +92,7 @@ struct latency_histogram {
 struct stats {
   std::uint64_t batches = 0;         ///< batches completed (failed ones included)
   std::uint64_t failed_batches = 0;  ///< batches whose future holds an exception
+  std::uint64_t grouped_batches = 0; ///< batches run together with others (group commit)
   std::uint64_t ops = 0;             ///< ops in completed batches
   std::uint64_t invalid_ops = 0;     ///< ops answered with status invalid
   std::array<std::uint64_t, op_type_count> ops_by_type{};  ///< indexed by op_type
