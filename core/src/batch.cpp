@@ -66,6 +66,14 @@ std::string batch_result::error(std::size_t i) const {
   return it != errors_.end() && it->first == i ? it->second : std::string();
 }
 
+std::size_t batch_result::invalid_count() const noexcept {
+  // Every op that did not run has a message; scans refused for the output
+  // cap are the ones not invalid.
+  std::size_t n = 0;
+  for (const auto& e : errors_) n += status(e.first) == op_status::invalid;
+  return n;
+}
+
 std::pair<std::uint64_t, std::uint64_t> batch_result::scan_slot(std::size_t i) const noexcept {
   if (!columns_) return {0, 0};
   const std::vector<std::uint64_t>& ops = columns_->scan_ops;
@@ -74,6 +82,17 @@ std::pair<std::uint64_t, std::uint64_t> batch_result::scan_slot(std::size_t i) c
   if (it == ops.end() || *it != at) return {0, 0};
   const auto s = static_cast<std::size_t>(it - ops.begin());
   return {columns_->scan_begin[s], columns_->scan_begin[s + 1] - columns_->scan_begin[s]};
+}
+
+std::uint64_t batch_result::scan_offset(std::size_t i) const noexcept {
+  if (!columns_) return 0;
+  const std::vector<std::uint64_t>& ops = columns_->scan_ops;
+  const auto it = std::lower_bound(ops.begin(), ops.end(), first_ + i);
+  if (it == ops.end() || *it != first_ + i) return 0;
+  // scan_begin counts from the start of the shared columns; scan_entries()
+  // starts at this result's first scan.
+  const auto s0 = static_cast<std::size_t>(std::lower_bound(ops.begin(), ops.end(), first_) - ops.begin());
+  return columns_->scan_begin[static_cast<std::size_t>(it - ops.begin())] - columns_->scan_begin[s0];
 }
 
 entry_span batch_result::scan_entries() const noexcept {

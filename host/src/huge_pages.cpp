@@ -1,6 +1,8 @@
 // Big-array host memory (detail/huge_pages.hpp).
 #include <tandem/host/detail/huge_pages.hpp>
 
+#include <tandem/host/detail/fault_point.hpp>
+
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -12,6 +14,7 @@ constexpr std::size_t line = 64;
 }  // namespace
 
 void* allocate_huge(std::size_t bytes) {
+  allocation_point();
   if (bytes < huge_page) {
     void* p = std::aligned_alloc(line, (bytes + line - 1) / line * line);
     if (!p) throw std::bad_alloc();

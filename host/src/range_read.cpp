@@ -5,12 +5,15 @@
 // the leaf-phase thread's TBB arena, leaves read only.
 #include <tandem/host/detail/range_read.hpp>
 
+#include <tandem/host/detail/fault_point.hpp>
+
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_scan.h>
 #include <oneapi/tbb/parallel_sort.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -38,23 +41,117 @@ key_state replay(const write_list& w, std::size_t b, std::size_t e, std::uint32_
   return s;
 }
 
+/// The batch's scan output cap, shared by the workers of pass 1: the entries
+/// the merge buffers hold (and so the memory they take) stay within it.
+class output_budget {
+ public:
+  explicit output_budget(std::uint64_t limit) noexcept : limit_(limit) {}
+  /// Takes k entries of the budget; false (nothing taken) when they are not left.
+  bool take(std::uint64_t k) noexcept {
+    std::uint64_t used = used_.load(std::memory_order_relaxed);
+    do {
+      if (k > limit_ - used) return false;
+    } while (!used_.compare_exchange_weak(used, used + k, std::memory_order_relaxed));
+    return true;
+  }
+  void give(std::uint64_t k) noexcept { used_.fetch_sub(k, std::memory_order_relaxed); }
+
+ private:
+  const std::uint64_t limit_;
+  std::atomic<std::uint64_t> used_{0};
+};
+
+/// One scan's (or lower_bound's) entries as they are merged into its
+/// worker's buffer. Under a cap the buffer holds room of the budget, taken
+/// in chunks and kept for the worker's next scans; a scan that cannot get
+/// room goes on counting its entries without keeping them.
+class merge_output {
+ public:
+  merge_output(scan_buffers::merge_buffer& buffer, output_budget* budget) noexcept
+      : out_(buffer.entries), held_(buffer.held), base_(out_.size()), budget_(budget) {}
+
+  entry_vector& entries() noexcept { return out_; }
+  [[nodiscard]] std::size_t base() const noexcept { return base_; }
+  [[nodiscard]] std::size_t kept() const noexcept { return out_.size() - base_; }
+  /// Entries pushed, kept or not.
+  [[nodiscard]] std::uint64_t seen() const noexcept { return seen_; }
+
+  /// Room for k more entries in the buffer; false when the budget has none.
+  bool room(std::size_t k) noexcept {
+    if (budget_ == nullptr) return true;
+    const std::uint64_t need = out_.size() + k;
+    if (need <= held_) return true;
+    const std::uint64_t more = need - held_;
+    const std::uint64_t ask = std::max<std::uint64_t>(more, chunk);  // few trips to the shared counter
+    if (budget_->take(ask)) {
+      held_ += ask;
+      return true;
+    }
+    if (ask != more && budget_->take(more)) {
+      held_ += more;
+      return true;
+    }
+    return false;
+  }
+  void push(key_type k, value_type v) {
+    ++seen_;
+    if (!keeping_) return;
+    if (!room(1)) {
+      keeping_ = false;
+      return;
+    }
+    out_.push_back({k, v});
+  }
+  /// Drops what was kept and starts over (an unordered merge that ran out
+  /// of room, to be done again in key order).
+  void restart() noexcept {
+    out_.resize(base_);
+    seen_ = 0;
+    keeping_ = true;
+  }
+  /// After the scan: true when it kept every entry; false when it could
+  /// not, and then keeps nothing.
+  bool finish() noexcept {
+    if (keeping_) return true;
+    out_.resize(base_);
+    return false;
+  }
+
+ private:
+  static constexpr std::uint64_t chunk = 4096;
+
+  entry_vector& out_;
+  std::uint64_t& held_;
+  const std::size_t base_;
+  output_budget* budget_;
+  std::uint64_t seen_ = 0;
+  bool keeping_ = true;
+};
+
+/// Entries written in place (a deferred scan's second merge).
+struct pointer_output {
+  entry* at;
+  void push(key_type k, value_type v) noexcept { *at++ = entry{k, v}; }
+};
+
 /// Answers range ops on the pre-batch state, patched with earlier writes.
 class range_reader {
  public:
   range_reader(const leaf_store& store, const write_list& writes) : store_(store), w_(writes) {}
 
-  /// Ordered: appends to `out` the first `limit` entries with lo <= key <= hi
-  /// as of position p.
-  void ordered(leaf_id start, key_type lo, key_type hi, std::uint64_t limit, std::uint32_t p,
-               entry_vector& out) const {
-    if (limit == 0) return;
-    const std::size_t base = out.size();
+  /// Ordered: pushes to `out` the first `limit` entries with lo <= key <= hi
+  /// as of position p, in key order. @return how many.
+  template <class Output>
+  std::uint64_t ordered(leaf_id start, key_type lo, key_type hi, std::uint64_t limit, std::uint32_t p,
+                        Output& out) const {
+    if (limit == 0) return 0;
+    std::uint64_t got = 0;
     std::size_t wi = w_.first_at_or_above(lo);
     const std::size_t wend = w_.first_above(hi);
     bool done = false;
     auto push = [&](key_type k, value_type v) {
-      out.push_back({k, v});
-      done = out.size() - base >= limit;
+      out.push(k, v);
+      done = ++got >= limit;
     };
     // Written keys below `bound` not seen in the pre-batch state were absent.
     auto emit_written_below = [&](key_type bound, bool inclusive) {
@@ -84,22 +181,30 @@ class range_reader {
       if (l.high >= hi) break;
     }
     emit_written_below(hi, true);
+    return got;
   }
 
   /// Unordered: appends the same entries as `ordered`, in any order.
-  void unordered(leaf_id start, key_type lo, key_type hi, std::uint64_t limit, std::uint32_t p,
-                 entry_vector& out) const {
-    if (limit == 0) return;
-    const std::size_t base = out.size();
+  /// @return false when the output budget ran out first: then `o` is as
+  ///         it was and the scan is to be merged in key order instead
+  bool unordered(leaf_id start, key_type lo, key_type hi, std::uint64_t limit, std::uint32_t p,
+                 merge_output& o) const {
+    if (limit == 0) return true;
+    const std::size_t base = o.base();
     const std::size_t wb = w_.first_at_or_above(lo);
     const std::size_t margin = w_.first_above(hi) - wb;  // each write removes at most one entry
     if (margin > limit) {  // the batch writes more here than the scan returns: merge in order
-      ordered(start, lo, hi, limit, p, out);
-      return;
+      ordered(start, lo, hi, limit, p, o);
+      return true;
     }
+    entry_vector& out = o.entries();
     key_type boundary = hi;
     for (leaf_id id = store_.walk_right(start, lo); id != no_leaf; id = store_[id].right) {
       const auto& l = store_[id];
+      if (!o.room(l.data.size())) {
+        o.restart();
+        return false;
+      }
       l.data.map(std::max(lo, l.low), std::min(hi, l.high), [&](key_type k, value_type v) { out.push_back({k, v}); });
       if (l.high >= hi) break;
       if (out.size() - base >= limit + margin) {
@@ -112,6 +217,10 @@ class range_reader {
       // Distinct written keys in [lo, boundary] and whether the pre-batch state had them.
       std::vector<std::size_t> runs;
       for (std::size_t i = wb; i < we; i = w_.run_end(i, we)) runs.push_back(i);
+      if (!o.room(runs.size())) {
+        o.restart();
+        return false;
+      }
       std::vector<char> seen(runs.size(), 0);
       auto run_of = [&](key_type k) -> std::size_t {
         const auto it = std::lower_bound(runs.begin(), runs.end(), k,
@@ -143,6 +252,7 @@ class range_reader {
       std::nth_element(first, nth, out.end(), [](const entry& a, const entry& b) { return a.key < b.key; });
       out.resize(base + static_cast<std::size_t>(limit));
     }
+    return true;
   }
 
   /// Keys in [lo, hi] in the pre-batch state; counting stops at `cap` or
@@ -322,36 +432,44 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   result.scan_ops.clear();
   result.scan_begin.clear();
   result.scan_entries.clear();
+  scratch.refused.clear();
   if (ranges == 0) return 0;
   const batch& b = *in.ops;
   const key_type* lo = b.keys();
   const std::uint64_t* hi = b.args();
-  for (entry_vector& buffer : scratch.buffers) buffer.clear();
+  for (scan_buffers::merge_buffer& buffer : scratch.buffers) {
+    buffer.entries.clear();
+    buffer.held = 0;
+  }
   scratch.slices.assign(ranges, {});
   constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
   scratch.op_of.assign(b.scans().size(), none);
   scratch.slot_count.resize(b.scans().size());
   const range_reader reader(store, w);
   std::vector<std::size_t> counts;
+  const std::uint64_t cap = in.max_scan_entries;
+  const bool capped = cap != std::numeric_limits<std::uint64_t>::max();
+  output_budget budget(cap);
 
   // Pass 1: every answer but the scans' entries. A scan learns its entry
   // count: from the pre-batch state when no write of the batch lies in its
   // reach (lo up to the leaf where the count meets its limit), else by
-  // merging into its worker's buffer.
+  // merging into its worker's buffer (under a cap, only while the cap has
+  // room for what the buffers hold; past that, counting only).
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ranges), [&](const tbb::blocked_range<std::size_t>& r) {
-    entry_vector& buffer = scratch.buffers.local();
+    scan_buffers::merge_buffer& buffer = scratch.buffers.local();
     for (std::size_t i = r.begin(); i < r.end(); ++i) {
       const range_op& o = rg[i];
       const std::uint32_t p = o.pos;
-      const std::size_t base = buffer.size();
       switch (o.type) {
         case op_type::lower_bound: {
-          reader.ordered(o.leaf, lo[p], max_key, 1, p, buffer);
-          const bool hit = buffer.size() > base;
+          merge_output one(buffer, nullptr);
+          const bool hit = reader.ordered(o.leaf, lo[p], max_key, 1, p, one) != 0;
+          const std::size_t at = one.base();
           found[o.index] = hit;
-          answer_keys[o.index] = hit ? buffer[base].key : 0;
-          values[o.index] = hit ? buffer[base].value : 0;
-          buffer.resize(base);
+          answer_keys[o.index] = hit ? buffer.entries[at].key : 0;
+          values[o.index] = hit ? buffer.entries[at].value : 0;
+          buffer.entries.resize(at);
           break;
         }
         case op_type::scan: {
@@ -365,12 +483,16 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
           if (spec.limit == 0 || w.first_above(reach) == w.first_at_or_above(lo[p])) {
             s.count = std::min<std::uint64_t>(before, spec.limit);
           } else {
-            if (spec.order == scan_order::ordered) {
-              reader.ordered(o.leaf, lo[p], hi[p], spec.limit, p, buffer);
+            merge_output out(buffer, capped ? &budget : nullptr);
+            const bool merged = spec.order == scan_order::unordered &&
+                                reader.unordered(o.leaf, lo[p], hi[p], spec.limit, p, out);
+            if (!merged) reader.ordered(o.leaf, lo[p], hi[p], spec.limit, p, out);
+            const std::uint64_t seen = out.seen();
+            if (out.finish()) {
+              s = {&buffer.entries, out.base(), out.kept(), 0, false};
             } else {
-              reader.unordered(o.leaf, lo[p], hi[p], spec.limit, p, buffer);
+              s = {nullptr, 0, seen, 0, true};
             }
-            s = {&buffer, base, buffer.size() - base, 0};
           }
           scratch.op_of[in.scan_slot[p]] = static_cast<std::uint32_t>(i);
           scratch.slot_count[in.scan_slot[p]] = s.count;
@@ -396,6 +518,7 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   // over the table of (scans that ran, entries).
   const std::size_t slots = scratch.op_of.size();
   if (result.scan_ops.capacity() < slots) {  // pooled: room to spare, as for the entries
+    allocation_point();
     result.scan_ops.reserve(slots + slots / 4);
     result.scan_begin.reserve(slots + slots / 4 + 1);
   }
@@ -404,7 +527,7 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   struct running {
     std::uint64_t scans = 0, entries = 0;
   };
-  const running totals = tbb::parallel_scan(
+  running totals = tbb::parallel_scan(
       tbb::blocked_range<std::size_t>(0, slots, std::size_t{1} << 12), running{},
       [&](const tbb::blocked_range<std::size_t>& r, running sum, bool is_final) {
         for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
@@ -422,14 +545,43 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
         return sum;
       },
       [](const running& x, const running& y) { return running{x.scans + y.scans, x.entries + y.entries}; });
+  if (totals.entries > cap) {
+    // Over the cap: in batch order, a scan runs when its entries fit in
+    // what the scans before it left, else it is refused (no entries).
+    totals = {};
+    for (std::size_t slot = 0; slot < slots; ++slot) {
+      const std::uint32_t op = scratch.op_of[slot];
+      if (op == none) continue;
+      const std::uint64_t count = scratch.slot_count[slot];
+      scan_buffers::slice& s = scratch.slices[op];
+      if (count <= cap - totals.entries) {
+        result.scan_ops[totals.scans] = b.scans()[slot].index;
+        result.scan_begin[totals.scans] = totals.entries;
+        s.dest = totals.entries;
+        ++totals.scans;
+        totals.entries += count;
+        continue;
+      }
+      const range_op& o = rg[op];
+      scratch.refused.push_back({o.pos, count});
+      in.status[o.pos] = op_status::output_limit;
+      values[o.index] = 0;
+      found[o.index] = 0;
+      s.count = 0;
+    }
+  }
   result.scan_ops.resize(totals.scans);
   result.scan_begin.resize(totals.scans + 1);
   result.scan_begin[totals.scans] = totals.entries;
   const std::uint64_t total = totals.entries;
   if (total == 0) return 0;
-  // A pooled result keeps its capacity; grow it with room to spare, so
-  // batches of varying scan output settle on pages already touched.
-  if (result.scan_entries.capacity() < total) result.scan_entries.reserve(total + total / 4);
+  // A pooled result keeps its capacity; grow it with room to spare (within
+  // the cap), so batches of varying scan output settle on pages already
+  // touched.
+  if (result.scan_entries.capacity() < total) {
+    allocation_point();
+    result.scan_entries.reserve(std::min<std::uint64_t>(total + total / 4, std::max(total, cap)));
+  }
   result.scan_entries.resize(total);
 
   // Pass 3: the entries, each scan straight into its place.
@@ -447,7 +599,10 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
         continue;
       }
       const range_op& o = rg[i];
-      if (in.scan_at(o.pos).order == scan_order::ordered) {
+      if (s.deferred) {  // merged again, in key order (a valid order for an unordered scan too)
+        pointer_output at{out};
+        reader.ordered(o.leaf, lo[o.pos], hi[o.pos], s.count, o.pos, at);
+      } else if (in.scan_at(o.pos).order == scan_order::ordered) {
         reader.stream_ordered(o.leaf, lo[o.pos], s.count, out);
       } else {
         reader.stream_unordered(o.leaf, lo[o.pos], hi[o.pos], s.count, out, spill);

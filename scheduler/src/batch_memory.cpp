@@ -2,6 +2,7 @@
 #include "batch_memory.hpp"
 
 #include <tandem/device/pinned.hpp>
+#include <tandem/host/detail/fault_point.hpp>
 #include <tandem/host/detail/huge_pages.hpp>
 
 #include <new>
@@ -9,7 +10,10 @@
 namespace tandem::scheduler {
 
 void* allocate_host(std::size_t bytes, memory_kind kind) {
-  if (kind == memory_kind::pinned) return device::allocate_pinned(bytes);
+  if (kind == memory_kind::pinned) {
+    host::detail::allocation_point();  // allocate_huge counts its own
+    return device::allocate_pinned(bytes);
+  }
   return host::detail::allocate_huge(bytes);
 }
 
@@ -45,7 +49,10 @@ std::shared_ptr<tandem::detail::answer_columns> answer_pool::take(std::size_t n)
       free_.pop_back();
     }
   }
-  if (!s) s = std::make_unique<slot>(kind_);
+  if (!s) {
+    host::detail::allocation_point();
+    s = std::make_unique<slot>(kind_);
+  }
   s->reserve(n);
   s->scan_entries.clear();
   s->scan_ops.clear();

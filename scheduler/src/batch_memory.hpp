@@ -21,6 +21,7 @@ namespace tandem::scheduler {
 /// Where batch arrays live.
 enum class memory_kind : std::uint8_t { ordinary, pinned };
 
+/// A counted allocation site (host/detail/fault_point.hpp).
 /// @throws std::bad_alloc
 void* allocate_host(std::size_t bytes, memory_kind kind);
 void free_host(void* p, memory_kind kind) noexcept;

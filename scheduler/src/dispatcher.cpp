@@ -16,7 +16,10 @@
 
 #include <oneapi/tbb/info.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <new>
 #include <stdexcept>
 
 namespace tandem {
@@ -36,6 +39,11 @@ void validate_config(const config& c) {
   if (c.gpu_failure_limit < 1) {
     throw std::invalid_argument("tandem::config.gpu_failure_limit must be at least 1, got " +
                                 std::to_string(c.gpu_failure_limit));
+  }
+  if (c.max_batch_output_bytes != 0 && c.max_batch_output_bytes < sizeof(entry)) {
+    throw std::invalid_argument("tandem::config.max_batch_output_bytes must be 0 (no cap) or at least " +
+                                std::to_string(sizeof(entry)) + " (one scan entry), got " +
+                                std::to_string(c.max_batch_output_bytes));
   }
   if (c.threads > 4096) {
     throw std::invalid_argument("tandem::config.threads must be at most 4096, got " + std::to_string(c.threads));
@@ -72,6 +80,11 @@ index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
 }
 
 index::impl::~impl() {
+  // Refuse new jobs, let enqueue calls under way finish (each one either
+  // saw closing_ or is counted in callers_: both are sequentially
+  // consistent), then drain the queue.
+  closing_.store(true);
+  while (callers_.load() != 0) std::this_thread::yield();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -80,12 +93,33 @@ index::impl::~impl() {
   dispatcher_.join();
 }
 
-void index::impl::enqueue(job* j) {
+void index::impl::enqueue(std::unique_ptr<job> j) {
+  struct caller {
+    std::atomic<int>& n;
+    explicit caller(std::atomic<int>& c) : n(c) { n.fetch_add(1); }
+    ~caller() { n.fetch_sub(1); }
+  } const counted(callers_);
+  if (closing_.load()) {
+    throw error(j->type == job::kind::batch ? "tandem::index: submit after the index's destruction began"
+                                            : "tandem::index: load or verify after the index's destruction began");
+  }
   j->submitted = clock_type::now();
   queued_.fetch_add(1, std::memory_order_acq_rel);
-  while (!queue_.push(j)) std::this_thread::yield();  // push fails only when memory runs out
+  if (!queue_.push(j.get())) {  // fails only when a queue node cannot be allocated
+    queued_.fetch_sub(1, std::memory_order_acq_rel);
+    throw std::bad_alloc();
+  }
+  j.release();
   { std::lock_guard<std::mutex> lock(mutex_); }
   wake_.notify_one();
+}
+
+void index::impl::refuse_on_dispatcher(const char* what) const {
+  if (std::this_thread::get_id() == dispatcher_.get_id()) {
+    throw error(std::string("tandem::index::") + what +
+                " called from a callback of the same index: it would wait for the callback itself "
+                "(submit without waiting instead)");
+  }
 }
 
 void index::impl::load_and_wait(const load_input& in) {
@@ -93,7 +127,7 @@ void index::impl::load_and_wait(const load_input& in) {
   j->type = job::kind::load;
   j->pairs = in;
   std::future<void> done = j->finished.get_future();
-  enqueue(j.release());
+  enqueue(std::move(j));
   done.get();
 }
 
@@ -147,36 +181,47 @@ prepared* index::impl::take_slot(job* j) {
   return p;
 }
 
-job* index::impl::gather(job* first, job*& held) {
+job* index::impl::gather(job* first) {
   if (!foldable(*first)) return first;
+  std::array<job*, max_group_members> taken;
+  std::size_t count = 0;
   std::size_t total = first->ops.size();
-  job* combined = nullptr;
-  while (job* j = try_pop()) {
+  taken[count++] = first;
+  while (count < max_group_members) {
+    job* j = take_next();
+    if (!j) break;
     if (!foldable(*j) || total + j->ops.size() > cfg_.group_commit_ops) {
-      held = j;  // runs next, after the batches folded so far
+      held_.push_front(j);  // runs next, after the batches folded so far
       break;
     }
-    if (!combined) {
-      combined = new job;
-      combined->submitted = first->submitted;
-      combined->ops = std::move(first->ops);
-      combined->members.push_back(first);
-      combined->member_begin.push_back(0);
-    }
-    combined->members.push_back(j);
-    combined->member_begin.push_back(total);
-    combined->ops.append(j->ops);
+    taken[count++] = j;
     total += j->ops.size();
   }
-  if (!combined) return first;
-  combined->member_begin.push_back(total);
-  return combined;
+  if (count == 1) return first;
+  try {
+    // The members keep their own ops (their key columns become their
+    // results' keys); the combined job gets a copy.
+    auto combined = std::make_unique<job>();
+    combined->submitted = first->submitted;
+    combined->members.assign(taken.begin(), taken.begin() + static_cast<std::ptrdiff_t>(count));
+    combined->member_begin.reserve(count + 1);
+    combined->ops.reserve(total);
+    for (std::size_t m = 0; m < count; ++m) {
+      combined->member_begin.push_back(combined->ops.size());
+      combined->ops.append(taken[m]->ops);
+    }
+    combined->member_begin.push_back(total);
+    return combined.release();
+  } catch (const std::bad_alloc&) {
+    // No memory to fold them: they run one by one, in queue order.
+    for (std::size_t m = count; m-- > 1;) held_.push_front(taken[m]);
+    return first;
+  }
 }
 
 void index::impl::dispatch() {
   prepared* ready = nullptr;       // routed, its leaf phase next
   prepared* scattering = nullptr;  // leaf phase done, answers on their way back on the GPU
-  job* held = nullptr;             // a non-batch job popped while looking ahead
   auto deliver_scattered = [&] {
     if (!scattering) return;
     scatter_->wait();  // the task keeps its failures in the batch
@@ -185,7 +230,7 @@ void index::impl::dispatch() {
   };
   for (;;) {
     if (!ready) {
-      job* j = held ? std::exchange(held, nullptr) : try_pop();
+      job* j = take_next();
       if (!j) {
         deliver_scattered();  // nothing else to overlap it with
         j = pop_or_wait();
@@ -197,7 +242,7 @@ void index::impl::dispatch() {
         delete j;
         continue;
       }
-      j = gather(j, held);
+      j = gather(j);
       ready = take_slot(j);
       const serial_scope serial(is_small(*j));
       prepare(*ready);
@@ -206,14 +251,14 @@ void index::impl::dispatch() {
     // this one runs its leaf phase; a small one on this thread afterwards.
     prepared* next = nullptr;
     bool next_small = false;
-    if (job* j2 = held ? std::exchange(held, nullptr) : try_pop()) {
+    if (job* j2 = take_next()) {
       if (j2->type == job::kind::batch) {
-        j2 = gather(j2, held);
+        j2 = gather(j2);
         next = take_slot(j2);
         next_small = is_small(*j2);
         if (!next_small) lookahead_->start([this, next] { prepare(*next); });
       } else {
-        held = j2;
+        held_.push_front(j2);
       }
     }
     {
@@ -287,50 +332,65 @@ void index::impl::leaf_stage(prepared& p) {
   }
 }
 
+// Delivering allocates nothing: the batch's writes are done, and it must
+// not fail now (stats are best effort).
 void index::impl::deliver(prepared& p) {
+  try {
+    publish_stats(&p, p.failure != nullptr, p.splits);
+  } catch (...) {
+  }
   if (!p.j->members.empty()) return deliver_members(p);
   job& j = *p.j;
   batch_result result;
   if (!p.failure) {
     if (p.result_keys.size() != p.n) p.result_keys = j.ops.take_keys();
     result = batch_result(std::move(p.columns), 0, p.n, std::move(p.result_keys));
-    for (auto& [i, message] : p.errors) result.add_error(i, std::move(message));
+    result.set_errors(std::move(p.errors));
   }
   p.columns.reset();
   result.set_sequence(sequence_++);
-  publish_stats(&p, p.failure != nullptr, p.splits);
   finish(j, std::move(result), p.failure);
   delete p.j;
   p.j = nullptr;
 }
 
-void index::impl::deliver_members(prepared& p) {
-  // Each member's result is a window of the whole batch's answer columns
-  // (shared, nothing copied but its keys and error messages).
-  job& whole = *p.j;
-  if (!p.failure && p.result_keys.size() != p.n) p.result_keys = whole.ops.take_keys();
-  publish_stats(&p, p.failure != nullptr, p.splits);
+void index::impl::make_member_results(prepared& p) {
+  const job& whole = *p.j;
+  if (whole.members.empty()) return;
+  std::vector<batch_result> results;
+  results.reserve(whole.members.size());
   auto error = p.errors.begin();
   for (std::size_t m = 0; m < whole.members.size(); ++m) {
-    job* member = whole.members[m];
     const std::size_t begin = whole.member_begin[m];
     const std::size_t n = whole.member_begin[m + 1] - begin;
+    std::vector<std::pair<std::size_t, std::string>> errors;
+    auto last = error;
+    while (last != p.errors.end() && last->first < begin + n) ++last;
+    errors.reserve(static_cast<std::size_t>(last - error));
+    for (; error != last; ++error) errors.emplace_back(error->first - begin, std::move(error->second));
+    // The member's own key column (its ops live on in the combined job) is
+    // the right size for its answers' keys.
+    results.emplace_back(p.columns, begin, n, whole.members[m]->ops.take_keys());
+    results.back().set_errors(std::move(errors));
+  }
+  p.member_results = std::move(results);
+}
+
+void index::impl::deliver_members(prepared& p) {
+  // Each member's result is a window of the whole batch's answer columns
+  // (shared); its keys are copied into the key column it came with.
+  job& whole = *p.j;
+  if (!p.failure && p.result_keys.size() != p.n) p.result_keys = whole.ops.take_keys();
+  for (std::size_t m = 0; m < whole.members.size(); ++m) {
+    job* member = whole.members[m];
     batch_result result;
-    std::exception_ptr failure = p.failure;
-    if (!failure) {
-      try {
-        const auto k = p.result_keys.begin() + static_cast<std::ptrdiff_t>(begin);
-        result = batch_result(p.columns, begin, n, std::vector<key_type>(k, k + static_cast<std::ptrdiff_t>(n)));
-        for (; error != p.errors.end() && error->first < begin + n; ++error) {
-          result.add_error(error->first - begin, std::move(error->second));
-        }
-      } catch (...) {
-        failure = std::current_exception();
-        result = batch_result();
-      }
+    if (!p.failure) {
+      result = std::move(p.member_results[m]);
+      const auto k = p.result_keys.begin() + static_cast<std::ptrdiff_t>(whole.member_begin[m]);
+      std::copy(k, k + static_cast<std::ptrdiff_t>(result.size()), result.mutable_keys().begin());
     }
     result.set_sequence(sequence_++);
-    finish(*member, std::move(result), failure);
+    finish(*member, std::move(result), p.failure);
     delete member;
   }
   p.columns.reset();
@@ -354,10 +414,13 @@ void index::impl::finish(job& j, batch_result&& result, const std::exception_ptr
   }
 }
 
-void index::impl::note_callback_error(const std::string& what) {
+void index::impl::note_callback_error(const char* what) noexcept {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   ++stats_.callback_errors;
-  stats_.last_callback_error = what;
+  try {
+    stats_.last_callback_error = what;
+  } catch (...) {  // no memory for the message: the count stands
+  }
 }
 
 }  // namespace tandem

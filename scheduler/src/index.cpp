@@ -2,6 +2,7 @@
 // for the dispatcher (index_impl.hpp has the stages).
 #include "index_impl.hpp"
 
+#include <tandem/host/detail/fault_point.hpp>
 #include <tandem/scheduler/testing.hpp>
 
 #include <limits>
@@ -15,6 +16,7 @@ index::index(const config& cfg) : impl_(std::make_unique<impl>(cfg)) {}
 index::~index() = default;
 
 void index::load(const key_type* keys, const value_type* values, std::size_t n) {
+  impl_->refuse_on_dispatcher("load");
   if (n != 0 && (keys == nullptr || values == nullptr)) {
     throw std::invalid_argument("tandem::index::load: null keys or values for " + std::to_string(n) + " pairs");
   }
@@ -22,6 +24,7 @@ void index::load(const key_type* keys, const value_type* values, std::size_t n) 
 }
 
 void index::load(const std::vector<entry>& entries) {
+  impl_->refuse_on_dispatcher("load");
   static_assert(sizeof(entry) == 2 * sizeof(key_type), "entries are (key, value) pairs of two words");
   if (entries.empty()) return impl_->load_and_wait({});
   impl_->load_and_wait({&entries.front().key, &entries.front().value, 2, entries.size()});
@@ -35,7 +38,7 @@ std::future<batch_result> index::submit(batch b) {
   auto j = std::make_unique<job>();
   j->ops = std::move(b);
   std::future<batch_result> f = j->promise.get_future();
-  impl_->enqueue(j.release());
+  impl_->enqueue(std::move(j));
   return f;
 }
 
@@ -48,10 +51,13 @@ void index::submit(batch b, callback done) {
   auto j = std::make_unique<job>();
   j->ops = std::move(b);
   j->done = std::move(done);
-  impl_->enqueue(j.release());
+  impl_->enqueue(std::move(j));
 }
 
-batch_result index::execute(batch b) { return submit(std::move(b)).get(); }
+batch_result index::execute(batch b) {
+  impl_->refuse_on_dispatcher("execute");
+  return submit(std::move(b)).get();
+}
 
 std::size_t index::size() const { return impl_->size(); }
 
@@ -62,15 +68,22 @@ bool detail::index_access::inject_gpu_fault(tandem::index& idx, device::stage s,
   return idx.impl_->inject_gpu_fault(s, count);
 }
 
+void detail::index_access::fail_nth_allocation(std::uint64_t n) noexcept { host::detail::arm_allocation_fault(n); }
+
+std::uint64_t detail::index_access::disarm_allocation_fault() noexcept {
+  return host::detail::disarm_allocation_fault();
+}
+
 tandem::stats index::stats() const { return impl_->snapshot(); }
 
 void index::verify() {
+  impl_->refuse_on_dispatcher("verify");
   auto j = std::make_unique<job>();
   j->type = job::kind::barrier;
   impl* self = impl_.get();
   j->barrier_work = [self] { self->verify_all(); };
   std::future<void> done = j->finished.get_future();
-  impl_->enqueue(j.release());
+  impl_->enqueue(std::move(j));
   done.get();
 }
 

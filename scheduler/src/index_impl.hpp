@@ -154,7 +154,10 @@ struct prepared {
   std::shared_ptr<const inner_layout> version;  // the layout its ordinals refer to
   std::shared_ptr<tandem::detail::answer_columns> columns;
   std::vector<key_type> result_keys;  // the batch's key column, lower_bound keys patched
-  std::vector<std::pair<std::size_t, std::string>> errors;  // invalid ops, by index
+  std::vector<std::pair<std::size_t, std::string>> errors;  // ops that did not run, by index
+  /// A group-commit job's results, one per member, made before the batch's
+  /// first write (make_member_results): delivering them allocates nothing.
+  std::vector<batch_result> member_results;
   routed_batch_view routes;
   bool gets_only = false;
   stage_times times;
@@ -173,6 +176,7 @@ struct prepared {
     columns.reset();
     result_keys = {};
     errors.clear();
+    member_results.clear();
     routes = {};
     gets_only = false;
     times = {};
@@ -189,7 +193,11 @@ class index::impl {
   explicit impl(const config& cfg);
   ~impl();
 
-  void enqueue(job* j);
+  /// Queues `j`. @throws tandem::error once destruction has begun.
+  void enqueue(std::unique_ptr<job> j);
+  /// @throws tandem::error naming `what` when called on the dispatcher
+  ///         thread (from a callback): it would wait for itself.
+  void refuse_on_dispatcher(const char* what) const;
   /// Queues a load of pairs read in place and waits for it (so they outlive it).
   void load_and_wait(const load_input& in);
   std::size_t size() const { return keys_.load(std::memory_order_acquire); }
@@ -206,13 +214,24 @@ class index::impl {
   void dispatch();
   void run(job* j);
   prepared* take_slot(job* j);
-  job* gather(job* first, job*& held);
+  /// Folds the batches queued behind `first` (each below
+  /// config.group_commit_ops, together at most that many ops and
+  /// max_group_members batches) into one job; returns `first` when there is
+  /// nothing to fold or no memory to fold with (then they run one by one).
+  job* gather(job* first);
+  /// The job to run next: a held one, else one from the queue (nullptr when
+  /// there is none).
+  job* take_next() { return held_.empty() ? try_pop() : held_.pop_front(); }
   void finish(job& j, batch_result&& result, const std::exception_ptr& failure);
   void deliver_members(prepared& p);
+  /// Makes p.member_results for a group-commit job, each holding its
+  /// member's error messages and room for its keys. Runs before the batch's
+  /// first write, where failing for lack of memory fails the batch whole.
+  static void make_member_results(prepared& p);
   void prepare(prepared& p);
   void leaf_stage(prepared& p);
   void deliver(prepared& p);
-  void note_callback_error(const std::string& what);
+  void note_callback_error(const char* what) noexcept;
 
   // validate.cpp
   void validate(prepared& p);
@@ -236,6 +255,7 @@ class index::impl {
   void set_layout(std::shared_ptr<const inner_layout> l);
   void inner_sync(std::vector<host::split_record>& splits);
   void rebuild_table_from_store();
+  void adopt_table(host::leaf_table&& t);
   void load(const load_input& in);
 
   // stats.cpp
@@ -290,6 +310,10 @@ class index::impl {
   std::shared_ptr<const inner_layout> gpu_layout_;  // version on the GPU
   host::leaf_phase_workspace leaf_ws_;              // leaf phases run one at a time
   host::leaf_phase_report leaf_report_;
+  /// The leaf table and layout lag behind the leaves: an inner sync after a
+  /// batch's writes could not get its memory. Routes on the older layout
+  /// stay correct (right links); the next batch, verify or load rebuilds.
+  bool sync_pending_ = false;
   mutable std::mutex layout_mutex_;  // guards layout_ and gpu_layout_ (the pointers)
   std::mutex gpu_turn_;              // a GPU route and an upload never overlap
   /// Batches in the pipeline at once: one scattering its answers on the GPU,
@@ -319,11 +343,42 @@ class index::impl {
   mutable std::mutex stats_mutex_;
   tandem::stats stats_;
 
+  /// Most batches one group commit folds.
+  static constexpr std::size_t max_group_members = 256;
+  /// Jobs taken from the queue that run before anything still in it: one
+  /// found not foldable while gathering, or batches that could not be
+  /// folded. A fixed ring, so putting jobs back never allocates.
+  class held_jobs {
+   public:
+    [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+    job* pop_front() noexcept {
+      job* j = ring_[head_];
+      head_ = (head_ + 1) % ring_.size();
+      --size_;
+      return j;
+    }
+    void push_front(job* j) noexcept {
+      head_ = (head_ + ring_.size() - 1) % ring_.size();
+      ring_[head_] = j;
+      ++size_;
+    }
+
+   private:
+    std::array<job*, max_group_members + 1> ring_{};
+    std::size_t head_ = 0;
+    std::size_t size_ = 0;
+  };
+  held_jobs held_;  // owned by the dispatcher thread
+
   boost::lockfree::queue<job*> queue_;
   std::atomic<std::size_t> queued_{0};
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  /// Set when destruction begins: enqueue refuses from then on. callers_
+  /// counts enqueue calls under way, which the destructor lets finish.
+  std::atomic<bool> closing_{false};
+  std::atomic<int> callers_{0};
   std::unique_ptr<scheduler::worker_thread> lookahead_;  // routes the next batch
   std::unique_ptr<scheduler::worker_thread> gpu_side_;   // GPU share of a split route
   std::unique_ptr<scheduler::worker_thread> scatter_;    // answers of the previous batch, on the GPU

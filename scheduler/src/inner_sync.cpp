@@ -3,9 +3,14 @@
 // rebuilt on the CPU (linear in the leaves) and uploaded to the GPU's idle
 // buffer; bulk load; the whole-index invariant check; choosing the GPU at
 // construction. Runs on the dispatcher thread, in the arena.
+//
+// Each of them builds the new leaf table and layout aside and then puts
+// them in place with moves that cannot fail, so one that cannot get its
+// memory leaves the table and layout as they were.
 #include "index_impl.hpp"
 
 #include <tandem/device/device_query.hpp>
+#include <tandem/host/detail/fault_point.hpp>
 #include <tandem/host/sorted_runs.hpp>
 #include <tandem/error.hpp>
 
@@ -90,32 +95,46 @@ void index::impl::set_layout(std::shared_ptr<const inner_layout> l) {
 void index::impl::inner_sync(std::vector<host::split_record>& splits) {
   std::sort(splits.begin(), splits.end(),
             [](const host::split_record& a, const host::split_record& b) { return a.separator < b.separator; });
-  std::vector<key_type> low(table_.low_keys.size() + splits.size());
-  std::vector<leaf_id> ids(low.size());
+  host::detail::allocation_point();  // the new leaf table
+  host::leaf_table t;
+  t.low_keys.resize(table_.low_keys.size() + splits.size());
+  t.ids.resize(t.low_keys.size());
   std::size_t i = 0, s = 0, o = 0;
   while (i < table_.low_keys.size() || s < splits.size()) {
     if (s == splits.size() || (i < table_.low_keys.size() && table_.low_keys[i] < splits[s].separator)) {
-      low[o] = table_.low_keys[i];
-      ids[o++] = table_.ids[i++];
+      t.low_keys[o] = table_.low_keys[i];
+      t.ids[o++] = table_.ids[i++];
     } else {
-      low[o] = splits[s].separator;
-      ids[o++] = splits[s++].right;
+      t.low_keys[o] = splits[s].separator;
+      t.ids[o++] = splits[s++].right;
     }
   }
-  table_.low_keys = std::move(low);
-  table_.ids = std::move(ids);
-  set_layout(std::make_shared<const inner_layout>(
-      inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout)));
-  sync_gpu();
-  ++inner_syncs_;
+  adopt_table(std::move(t));
 }
 
 void index::impl::rebuild_table_from_store() {
-  table_ = store_.table();
-  set_layout(std::make_shared<const inner_layout>(
-      inner_layout::build(table_.low_keys.data(), table_.ids.data(), table_.size(), cfg_.fanout)));
-  sync_gpu();
   keys_.store(store_.size(), std::memory_order_release);
+  // Leaves only come from splits: with as many leaves as the table lists,
+  // and no sync left undone, the table is the chain already (a failed batch
+  // that split nothing).
+  if (!sync_pending_ && !table_.ids.empty() && table_.size() == store_.leaf_count()) return;
+  try {
+    host::detail::allocation_point();  // the new leaf table
+    adopt_table(store_.table());
+  } catch (...) {
+    sync_pending_ = true;
+    throw;
+  }
+}
+
+void index::impl::adopt_table(host::leaf_table&& t) {
+  auto layout = std::make_shared<const inner_layout>(
+      inner_layout::build(t.low_keys.data(), t.ids.data(), t.size(), cfg_.fanout));
+  table_ = std::move(t);
+  set_layout(std::move(layout));
+  sync_pending_ = false;
+  sync_gpu();
+  ++inner_syncs_;
 }
 
 namespace {
@@ -249,8 +268,24 @@ void index::impl::load(const load_input& in) {
     }
     how = "CPU radix sort";
   }
-  store_ = host::leaf_store::bulk_load(sorted_keys, sorted_values, m, cfg_.leaf_fill);
-  rebuild_table_from_store();
+  // The new leaves, table and layout are built aside: a load that cannot
+  // get its memory leaves the index as it was.
+  host::leaf_store fresh = host::leaf_store::bulk_load(sorted_keys, sorted_values, m, cfg_.leaf_fill);
+  host::leaf_table t = fresh.table();
+  auto layout = std::make_shared<const inner_layout>(
+      inner_layout::build(t.low_keys.data(), t.ids.data(), t.size(), cfg_.fanout));
+  {
+    // No layout of the old leaves may route on the GPU: if the upload below
+    // fails, the GPU has no version until the next one succeeds.
+    std::lock_guard<std::mutex> lock(layout_mutex_);
+    gpu_layout_.reset();
+  }
+  store_ = std::move(fresh);
+  table_ = std::move(t);
+  set_layout(std::move(layout));
+  sync_pending_ = false;
+  keys_.store(m, std::memory_order_release);
+  sync_gpu();
   ++inner_syncs_;
   char text[64];
   std::snprintf(text, sizeof text, "%zu pairs in %.3f s: ", n,
@@ -259,6 +294,7 @@ void index::impl::load(const load_input& in) {
 }
 
 void index::impl::verify_all() {
+  if (sync_pending_) rebuild_table_from_store();  // an inner sync left for later
   store_.verify();
   const host::leaf_table walked = store_.table();
   if (walked.low_keys != table_.low_keys || walked.ids != table_.ids) {

@@ -5,28 +5,72 @@
 // else on the host in parallel; lower_bound keys are written by the host
 // (scan entries went straight to the result in the leaf phase). Runs on the
 // dispatcher thread, in the arena.
+//
+// Failure (index.hpp): everything that can fail for lack of memory happens
+// before the leaf phase's writes: the reads, the room for splits, the
+// messages of refused scans. Once the writes start the batch happens; what
+// follows them never fails it: an inner sync that cannot get its memory is
+// left for later (sync_pending_), since routes on the older layout stay
+// correct by right links.
 #include "index_impl.hpp"
 
 #include <tandem/host/answer_scatter.hpp>
 
+#include <algorithm>
+#include <iterator>
+#include <limits>
+#include <new>
+
 namespace tandem {
+namespace {
+
+/// Per-op errors for the scans the leaf phase refused for the output cap,
+/// merged into p.errors (sorted by op index).
+void add_refused_scan_errors(prepared& p, const std::vector<host::refused_scan>& refused, std::size_t cap_bytes) {
+  std::vector<std::pair<std::size_t, std::string>> added;
+  added.reserve(refused.size());
+  for (const host::refused_scan& r : refused) {
+    added.emplace_back(r.pos, "op " + std::to_string(p.j->local_index(r.pos)) + " (scan): did not run: its " +
+                                  std::to_string(r.entries) + " entries would take the batch's scan output past " +
+                                  "config.max_batch_output_bytes = " + std::to_string(cap_bytes));
+  }
+  std::vector<std::pair<std::size_t, std::string>> all;
+  all.reserve(p.errors.size() + added.size());
+  std::merge(std::make_move_iterator(p.errors.begin()), std::make_move_iterator(p.errors.end()),
+             std::make_move_iterator(added.begin()), std::make_move_iterator(added.end()), std::back_inserter(all),
+             [](const auto& a, const auto& b) { return a.first < b.first; });
+  p.errors = std::move(all);
+}
+
+}  // namespace
 
 void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   const batch& b = p.j->ops;
   const std::size_t n = b.size();
-  if (n == 0) return;
+  if (n == 0) {
+    make_member_results(p);
+    return;
+  }
   route_space& sp = *p.space;
   host::leaf_phase_input in;
   in.routes = &p.routes;
   in.n = n;
   in.leaf_ids = p.version->leaf_ids().data();
+  in.leaf_count = p.version->leaf_count();
   in.ops = &b;
   in.scan_slot = sp.scan_slot.data();
   in.status = p.columns->status;
   in.gets_only = p.gets_only;
+  if (cfg_.max_batch_output_bytes != 0) in.max_scan_entries = cfg_.max_batch_output_bytes / sizeof(entry);
   const host::sorted_answers sorted{sp.answers.get(n), sp.found.get(n), p.columns.get()};
   host::leaf_phase_report& lr = leaf_report_;
-  host::run_leaf_phase(store_, in, sorted, lr, leaf_ws_);
+  host::run_leaf_reads(store_, in, sorted, lr, leaf_ws_);
+  if (!leaf_ws_.refused_scans().empty()) {
+    add_refused_scan_errors(p, leaf_ws_.refused_scans(), cfg_.max_batch_output_bytes);
+  }
+  make_member_results(p);
+  // From here on the batch happens: nothing below fails it for lack of memory.
+  host::run_leaf_writes(store_, in, sorted, lr, leaf_ws_);
   p.times.order = lr.order;
   p.times.read = lr.read;
   p.times.leaf = lr.leaf;
@@ -37,7 +81,15 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
 
   auto t0 = clock_type::now();
   split_count = lr.splits.size();
-  if (!lr.splits.empty()) inner_sync(lr.splits);
+  try {
+    if (sync_pending_ || lr.splits_lost) {
+      rebuild_table_from_store();
+    } else if (!lr.splits.empty()) {
+      inner_sync(lr.splits);
+    }
+  } catch (...) {
+    sync_pending_ = true;  // the next batch (or verify, or load) tries again
+  }
   p.times.sync = seconds_since(t0);
 
   t0 = clock_type::now();
@@ -53,7 +105,12 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
     std::lock_guard<std::mutex> lock(policy_mutex_);
     policy_.observe_leaf(n, p.times.order + p.times.read + p.times.leaf + p.times.complete);
   }
-  if (cfg_.verify_each_batch) verify_all();
+  if (cfg_.verify_each_batch) {
+    try {
+      verify_all();
+    } catch (const std::bad_alloc&) {  // the check could not run; the batch happened
+    }
+  }
 }
 
 void index::impl::scatter_on_gpu(prepared& p) {

@@ -1,12 +1,18 @@
 // leaf_store: bulk load, allocation from many threads, splits, the leaf
-// table, and verify() catching broken invariants.
+// table, verify() catching broken invariants, room made ahead for splits
+// (and allocation failure changing nothing), and the bound on a run's
+// splits that the leaf phase reserves leaves for.
+#include <tandem/host/detail/fault_point.hpp>
 #include <tandem/host/leaf_store.hpp>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <new>
 #include <numeric>
+#include <random>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -233,6 +239,121 @@ TEST(LeafStore, VerifyCatchesBrokenInvariants) {
     auto s = small_store::bulk_load(keys.data(), values.data(), keys.size());
     (void)s.allocate();  // allocated but never linked
     EXPECT_THROW(s.verify(), invariant_error);
+  }
+}
+
+TEST(LeafStore, ReservedRoomAllocatesNothingAndFailedGrowthChangesNothing) {
+  // Loaded to exactly the arena's first segment: the next leaf needs room.
+  const std::size_t leaves = 64;
+  std::vector<key_type> keys(leaves * small_store::bpa_type::capacity);
+  std::iota(keys.begin(), keys.end(), key_type{0});
+  std::vector<value_type> values(keys.begin(), keys.end());
+  auto s = small_store::bulk_load(keys.data(), values.data(), keys.size(), 1.0);
+  ASSERT_EQ(s.leaf_count(), leaves);
+  ASSERT_EQ(s.room(), 0u);
+
+  host::detail::arm_allocation_fault(1);
+  EXPECT_THROW(s.split(s.head()), std::bad_alloc);
+  EXPECT_EQ(host::detail::disarm_allocation_fault(), 0u);
+  EXPECT_EQ(s.leaf_count(), leaves);
+  EXPECT_NO_THROW(s.verify());
+  EXPECT_EQ(s.size(), keys.size());
+
+  host::detail::arm_allocation_fault(1);
+  EXPECT_THROW(s.reserve(10), std::bad_alloc);
+  EXPECT_EQ(host::detail::disarm_allocation_fault(), 0u);
+  EXPECT_EQ(s.room(), 0u);
+
+  s.reserve(10);
+  ASSERT_GE(s.room(), 10u);
+  host::detail::arm_allocation_fault(1);
+  const leaf_table t = s.table();
+  for (std::size_t i = 0; i < 10; ++i) EXPECT_NO_THROW(s.split(t.ids[i]));
+  EXPECT_EQ(host::detail::disarm_allocation_fault(), 1u) << "splits into reserved room allocate nothing";
+  EXPECT_EQ(s.leaf_count(), leaves + 10);
+  EXPECT_NO_THROW(s.verify());
+  EXPECT_EQ(s.size(), keys.size());
+}
+
+/// Checks leaf_store::apply's bound on the splits of one run over stores of
+/// geometry Bpa: 2 * (leaves that can fill + adds / adds_per_split), and
+/// none when no leaf can fill.
+template <class Bpa>
+void check_split_bound(std::uint64_t seed) {
+  using store = basic_leaf_store<Bpa>;
+  constexpr std::size_t cap = Bpa::capacity;
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 300; ++round) {
+    // Leaves of random fill over keys 0, 8, 16, ...
+    const std::size_t n = 1 + rng() % (cap * 6);
+    std::vector<key_type> keys(n);
+    for (std::size_t i = 0; i < n; ++i) keys[i] = i * 8;
+    std::vector<value_type> values(keys.begin(), keys.end());
+    const double fill = 0.3 + 0.7 * static_cast<double>(rng() % 1000) / 1000.0;
+    auto s = store::bulk_load(keys.data(), values.data(), n, fill);
+    // The run: ascending keys from a stored one, in a pattern that splits
+    // often (dense appends, keys up to just below a stored key, sparse,
+    // repeats with erases).
+    std::vector<point_op> run;
+    const key_type lo = (rng() % n) * 8;
+    const int pattern = static_cast<int>(rng() % 4);
+    // Some runs short (fewer adds than near_full_slack), some long.
+    const std::size_t m = 1 + (rng() % 2 ? rng() % store::near_full_slack : rng() % (cap * 8));
+    key_type k = lo;
+    for (std::size_t i = 0; i < m; ++i) {
+      switch (pattern) {
+        case 0: k += 1; break;                      // dense ascending: fills, then splits at the next key
+        case 1: k += (i % 7 == 0) ? 7 : 1; break;   // up to just below a stored key, over and over
+        case 2: k += 1 + rng() % 16; break;         // sparse
+        default: k += rng() % 3; break;             // repeats
+      }
+      const unsigned d = static_cast<unsigned>(rng() % 10);
+      const op_kind kind = pattern == 3 && d < 3 ? op_kind::erase : d < 1 ? op_kind::get : d < 6 ? op_kind::insert : op_kind::put;
+      run.push_back({k, k, kind});
+    }
+    std::uint64_t adds = 0;
+    for (const point_op& o : run) adds += o.kind == op_kind::put || o.kind == op_kind::insert;
+    const leaf_id start = s.walk_right(s.head(), run.front().key);
+    std::uint64_t can_fill = 0;
+    for (leaf_id id = start;; id = s[id].right) {
+      can_fill += s[id].data.size() + adds > cap;
+      if (s[id].high >= run.back().key) break;
+    }
+    std::uint64_t spanned = 0;
+    for (leaf_id id = start;; id = s[id].right) {
+      ++spanned;
+      if (s[id].high >= run.back().key) break;
+    }
+    auto near_full_leaves = [&] {
+      std::size_t c = 0;
+      for (leaf_id id = s.head(); id != no_leaf; id = s[id].right) c += s[id].data.size() + store::near_full_slack > cap;
+      return c;
+    };
+    ASSERT_EQ(s.near_full(), near_full_leaves()) << "seed " << seed << " round " << round;
+    const std::uint64_t near_full = s.near_full();
+    std::vector<point_result> results(run.size());
+    std::vector<split_record> splits;
+    s.apply(start, run.data(), run.size(), results.data(), &splits);
+    const std::string what = "seed " + std::to_string(seed) + " round " + std::to_string(round) + " pattern " +
+                             std::to_string(pattern) + ": " + std::to_string(adds) + " adds, " +
+                             std::to_string(can_fill) + " leaves can fill";
+    // Reading the leaves: 2 * (leaves that can fill + adds / adds_per_split).
+    const std::uint64_t bound = can_fill == 0 ? 0 : 2 * (can_fill + adds / store::adds_per_split);
+    ASSERT_LE(splits.size(), bound) << what;
+    // Reading none: fewer adds than near_full_slack split near-full leaves only.
+    const std::uint64_t free_bound =
+        (adds >= store::near_full_slack ? 2 * (spanned + adds / store::adds_per_split) : 0) + 2 * near_full;
+    ASSERT_LE(splits.size(), free_bound) << what;
+    ASSERT_EQ(s.near_full(), near_full_leaves()) << what;
+    ASSERT_NO_THROW(s.verify());
+  }
+}
+
+TEST(LeafStore, SplitsOfARunStayWithinTheDocumentedBound) {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    check_split_bound<basic_bpa<4, 4, 8>>(seed);  // 32 keys
+    check_split_bound<basic_bpa<2, 2, 4>>(seed);  // 8 keys
+    check_split_bound<basic_bpa<4, 4, 4>>(seed);  // 16 keys
   }
 }
 

@@ -15,7 +15,9 @@
 /// Building a batch never fails (but for memory). Ops that cannot run (a
 /// scan or count with lo > hi, a scan limit above `max_scan_limit`) are
 /// reported per op in the result with status `invalid` and a message naming
-/// the op; the other ops of the batch run normally.
+/// the op; the other ops of the batch run normally. So are scans whose
+/// entries would take the batch's output past config.max_batch_output_bytes
+/// (status `output_limit`).
 ///
 /// `index::submit` takes the batch by value: pass it with std::move to hand
 /// its columns over without a copy (the result reuses the key and type

@@ -73,6 +73,10 @@ using entry_vector = std::vector<entry, detail::default_init_allocator<entry>>;
 enum class op_status : std::uint8_t {
   ok,       ///< the op ran
   invalid,  ///< the op was rejected (see batch_result::error); others ran
+  /// A scan that did not run: its entries would have taken the batch's scan
+  /// output past config.max_batch_output_bytes (see batch_result::error);
+  /// the other ops ran, scans included.
+  output_limit,
 };
 
 /// The answer to one op.
@@ -122,7 +126,7 @@ class batch_result {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   /// @return every answer of op `i` (a copy assembled from the columns).
   [[nodiscard]] op_result operator[](std::size_t i) const noexcept {
-    return {key(i), value(i), scan_slot(i).first, status(i), found(i)};
+    return {key(i), value(i), scan_offset(i), status(i), found(i)};
   }
   [[nodiscard]] op_status status(std::size_t i) const noexcept { return columns_->status[first_ + i]; }
   [[nodiscard]] bool ok(std::size_t i) const noexcept { return status(i) == op_status::ok; }
@@ -134,10 +138,11 @@ class batch_result {
     const auto [first, count] = scan_slot(i);
     return count ? entry_span(columns_->scan_entries.data() + first, count) : entry_span();
   }
-  /// Why op `i` is invalid; empty when it ran.
+  /// Why op `i` did not run (status `invalid` or `output_limit`); empty when
+  /// it ran.
   [[nodiscard]] std::string error(std::size_t i) const;
   /// Number of ops with status `invalid`.
-  [[nodiscard]] std::size_t invalid_count() const noexcept { return errors_.size(); }
+  [[nodiscard]] std::size_t invalid_count() const noexcept;
   /// Every entry of every scan, scan after scan in batch order.
   [[nodiscard]] entry_span scan_entries() const noexcept;
   /// Place of this batch in the index's execution order (0 for the first
@@ -164,13 +169,19 @@ class batch_result {
       : columns_(std::move(columns)), keys_(std::move(keys)), first_(first), size_(n) {}
   detail::answer_columns& mutable_columns() noexcept { return *columns_; }
   std::vector<key_type>& mutable_keys() noexcept { return keys_; }
-  void add_error(std::size_t i, std::string message) { errors_.emplace_back(i, std::move(message)); }
+  /// The messages of the ops that did not run, sorted by op index (moved
+  /// in: nothing is allocated).
+  void set_errors(std::vector<std::pair<std::size_t, std::string>>&& errors) noexcept { errors_ = std::move(errors); }
   void set_sequence(std::uint64_t s) noexcept { sequence_ = s; }
   /// @endcond
 
  private:
   /// (first entry, entry count) of scan op i; (0, 0) when it is no ok scan.
   [[nodiscard]] std::pair<std::uint64_t, std::uint64_t> scan_slot(std::size_t i) const noexcept;
+  /// First entry of scan op i in scan_entries() (which, for a result that
+  /// shares its columns with others of a group commit, starts inside them);
+  /// 0 when it is no ok scan.
+  [[nodiscard]] std::uint64_t scan_offset(std::size_t i) const noexcept;
 
   std::shared_ptr<detail::answer_columns> columns_;
   std::vector<key_type> keys_;

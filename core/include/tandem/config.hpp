@@ -78,6 +78,15 @@ struct config {
   /// Consecutive GPU failures after which the GPU is marked degraded and
   /// routing stays on the CPU.
   int gpu_failure_limit = 3;
+  /// Most bytes of scan entries one batch may return (an entry is 16
+  /// bytes), so that a batch of many or long scans cannot exhaust memory.
+  /// When a batch's scans would return more, they are taken in batch order
+  /// and each scan whose entries would take the total past the cap does not
+  /// run: it gets status `output_limit`, an error message and no entries,
+  /// while the other ops run (later scans too, when they fit). Batches run
+  /// together by group commit share one cap. 0: no cap; otherwise at least
+  /// 16 (one entry).
+  std::size_t max_batch_output_bytes = std::size_t{1} << 30;
   /// Run the full invariant check (`index::verify`) after every batch and
   /// fail the batch's future when it finds a problem. Slow; for debugging.
   bool verify_each_batch = false;

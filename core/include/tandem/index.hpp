@@ -23,11 +23,19 @@
 /// same exception.
 ///
 /// What waits: `submit` never waits for the batch to run; `execute`, `load`
-/// and `verify` wait. A callback runs on the index's dispatcher thread and
-/// must not wait on a later batch of the same index.
+/// and `verify` wait. A callback runs on the index's dispatcher thread: it
+/// may `submit` to the same index (the batch runs after the current one),
+/// but `execute`, `load` and `verify` there throw tandem::error, since they
+/// would wait for the callback itself, and waiting there on a future of the
+/// same index never ends. A callback that blocks holds up every later batch
+/// (submitting does not wait for it); one that throws is counted in
+/// stats().callback_errors and the index goes on.
 ///
-/// Destruction drains: every batch submitted before the destructor started
+/// Destruction drains: every batch accepted before the destructor started
 /// completes (its future is fulfilled, its callback runs) before it returns.
+/// Calls that start once the destructor has begun (from other threads, or
+/// from callbacks during the drain) are refused with tandem::error; no call
+/// may start after the destructor has returned, as for any object.
 ///
 /// Memory: a batch's working arrays and its answer columns come from pools
 /// of the index, touched once and reused; a steady stream of batches of
@@ -35,6 +43,22 @@
 /// columns back when destroyed: drop results once read (or move them into
 /// the next use) and the next batches reuse their pages; kept results stay
 /// valid and untouched. With a GPU these arrays are pinned host memory.
+///
+/// Failure: a batch takes effect whole or not at all. A batch that cannot
+/// run, because the memory it needs (route arrays, answer columns, the leaf
+/// phase's buffers, scan output, room for the leaves its splits create)
+/// cannot be had, fails as a whole: its future throws (std::bad_alloc for
+/// lack of memory) or its callback gets the exception, and none of its ops
+/// took effect: the index holds exactly the keys and values it held before
+/// that batch, verify() passes, and the next batches run normally. tandem
+/// makes every allocation a batch can need before the batch's first write;
+/// once the writes have started the batch completes. Work after them that
+/// cannot get memory (rebuilding the inner levels after leaf splits) is put
+/// off to the next batch (or verify), and meanwhile routing uses the inner
+/// levels before the splits, which stay correct through the leaves' right
+/// links. Scans whose entries would take a batch's output past
+/// config.max_batch_output_bytes do not fail the batch: each such scan gets
+/// status `output_limit` and the other ops run.
 ///
 /// One batch, end to end: the ops are checked (one pass over the type
 /// column); routed and sorted by (key, position), the GPU's share on the GPU
@@ -84,7 +108,9 @@ class index {
   ///        they must not change until `load` returns. Pairs already in key
   ///        order are detected (one parallel pass) and not sorted; others
   ///        are radix-sorted in parallel.
-  /// @throws std::invalid_argument when n > 0 and keys or values is null.
+  /// @throws std::invalid_argument when n > 0 and keys or values is null;
+  ///         std::bad_alloc when the new leaves cannot be had, and then the
+  ///         index holds what it held before.
   void load(const key_type* keys, const value_type* values, std::size_t n);
   void load(const std::vector<entry>& entries);
 
@@ -92,16 +118,24 @@ class index {
   ///        `submit(std::move(b))` hands its columns over without a copy
   ///        (the result reuses its key column); `submit(b)` copies it.
   /// @return a future of the result; `get()` rethrows when the batch failed
-  ///         as a whole (for example std::bad_alloc), in which case none of
-  ///         its writes took effect.
+  ///         as a whole: std::bad_alloc when it could not get the memory it
+  ///         needs. A failed batch took no effect at all: the index holds
+  ///         what it held before it (see "Failure" above).
+  /// @throws tandem::error once the index's destruction has begun
   std::future<batch_result> submit(batch b);
 
   /// @brief Queues a batch whose result goes to `done` (on the dispatcher
-  ///        thread). Does not wait.
+  ///        thread). Does not wait. When the batch fails as a whole, `done`
+  ///        gets an empty result and the exception (std::bad_alloc for lack
+  ///        of memory), and the batch took no effect, as for `submit(b)`.
+  /// @throws std::invalid_argument for an empty callback; tandem::error
+  ///         once the index's destruction has begun
   void submit(batch b, callback done);
 
   /// @brief Runs a batch and waits for its result.
   /// @throws what the batch failed with, as `submit(b).get()` would
+  ///         (std::bad_alloc when it could not get its memory); then the
+  ///         batch took no effect.
   batch_result execute(batch b);
 
   /// @brief Sets the share of each batch's keys routed on the GPU, from the

@@ -94,7 +94,7 @@ struct stats {
   std::uint64_t failed_batches = 0;  ///< batches whose future holds an exception
   std::uint64_t grouped_batches = 0; ///< batches run together with others (group commit)
   std::uint64_t ops = 0;             ///< ops in completed batches
-  std::uint64_t invalid_ops = 0;     ///< ops answered with status invalid
+  std::uint64_t invalid_ops = 0;     ///< ops answered with a status other than ok (invalid, output_limit)
   std::array<std::uint64_t, op_type_count> ops_by_type{};  ///< indexed by op_type
   std::uint64_t splits = 0;          ///< leaf splits
   std::uint64_t inner_syncs = 0;     ///< inner-layout rebuilds

@@ -875,7 +875,14 @@ class basic_bpa {
   value_type block_values_[NumBlocks][BlockSize];
 };
 
+#if defined(TANDEM_SMALL_LEAVES)
+/// The leaf geometry of small-leaf builds (CMake TANDEM_SMALL_LEAVES, the
+/// fuzz build): 4-slot log, 4 blocks of 4 slots, 16 keys, so that a few
+/// dozen keys split leaves, flush logs and grow inner levels.
+using bpa = basic_bpa<4, 4, 4>;
+#else
 /// The default leaf geometry: 32-slot log, 32 blocks of 32 slots.
 using bpa = basic_bpa<>;
+#endif
 
 }  // namespace tandem::host

@@ -24,11 +24,28 @@
 ///    against its leaf (a merge-join: keys ascend, so each lookup starts
 ///    where the last one ended), in (key, position) order so each key sees
 ///    its ops in batch order; answers are written sequentially. Groups with
-///    writes apply them as one sorted run (leaf_store::apply: full leaves
-///    split, both halves stay with the task).
+///    writes apply them as sorted runs (leaf_store::apply: full leaves
+///    split, both halves stay with the task) of at most a few thousand ops,
+///    so that each thread's run buffers are sized before the writes start.
 ///
 /// Routes from an older inner-layout version are fine: every op follows
 /// right links from its routed leaf to the leaf that owns its key now.
+///
+/// Memory and failure: `run_leaf_reads` (steps 1 and 2) reads the leaves
+/// only and then makes room for everything step 3 needs: the leaves the
+/// batch's splits can take (a bound from each group's adds and the store's
+/// count of near-full leaves, see leaf_store::apply; only when it would
+/// reserve much beyond the room there is are the leaves read for a tighter
+/// one), the run buffers of every thread of the arena and the split
+/// records. It may throw std::bad_alloc; the store's contents are then
+/// unchanged. `run_leaf_writes` (step 3) allocates no memory of its own, so
+/// once it starts every write of the batch happens.
+///
+/// Scan output: when the batch's scans would return more than
+/// `max_scan_entries` entries in all, the scans are taken in batch order and
+/// each one whose entries would take the total past the cap does not run
+/// (status output_limit, no entries, `refused_scans()` lists them); the
+/// merge buffers of step 2 hold at most about that many entries too.
 
 #include <tandem/batch.hpp>
 #include <tandem/batch_result.hpp>
@@ -38,6 +55,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -52,8 +70,15 @@ struct leaf_phase_input {
   /// For each scan op's position, its entry of ops->scans() (other positions
   /// unspecified): O(1) where batch::find_scan bisects.
   const std::uint32_t* scan_slot = nullptr;
-  const op_status* status = nullptr;    ///< batch order; invalid ops are skipped
+  /// Batch order; ops not ok are skipped. Scans refused for the output cap
+  /// get output_limit here.
+  op_status* status = nullptr;
   bool gets_only = false;               ///< every op is a get (routes->types may be null)
+  /// Leaves of the routing version (leaf_ids has this many); 0: unknown.
+  /// Leaves made since then may lie inside a group's range (right links).
+  std::size_t leaf_count = 0;
+  /// Most scan entries the batch may return in all (see "Scan output").
+  std::uint64_t max_scan_entries = std::numeric_limits<std::uint64_t>::max();
 
   [[nodiscard]] const scan_spec& scan_at(std::uint32_t position) const noexcept {
     return ops->scans()[scan_slot[position]];
@@ -77,6 +102,13 @@ struct range_op {
   op_type type;
 };
 
+/// A scan that did not run because its entries would have taken the
+/// batch's scan output past leaf_phase_input::max_scan_entries.
+struct refused_scan {
+  std::uint32_t pos;      ///< batch position
+  std::uint64_t entries;  ///< entries it would have returned
+};
+
 /// Work arrays and by-products of the leaf phase, kept from batch to batch
 /// so that a batch neither allocates nor zeroes them again. One per index.
 class leaf_phase_workspace {
@@ -91,6 +123,8 @@ class leaf_phase_workspace {
 
   /// The batch's range ops (valid ones), in routed order, after a run.
   [[nodiscard]] const std::vector<range_op>& ranges() const noexcept;
+  /// Scans refused for the output cap, in batch order, after run_leaf_reads.
+  [[nodiscard]] const std::vector<refused_scan>& refused_scans() const noexcept;
 
  private:
   std::unique_ptr<buffers> buffers_;
@@ -102,11 +136,31 @@ struct leaf_phase_report {
   double leaf = 0;   ///< point ops
   std::int64_t key_delta = 0;           ///< keys added minus keys removed
   std::vector<split_record> splits;     ///< one per leaf split
+  /// Some split found no room for its record (the reserved bound did not
+  /// hold): `splits` is incomplete, rebuild the leaf table from the store.
+  bool splits_lost = false;
+  std::size_t split_bound = 0;          ///< splits room was made for
   std::size_t bytes = 0;                ///< bytes of batch arrays read and answers written
   std::size_t read_bytes = 0;           ///< bytes of scan entries written by the range ops
 };
 
-/// @brief Runs the leaf phase of one batch on `store` (waits).
+/// @brief Steps 1 and 2 of the leaf phase, then room for step 3 (waits):
+///        classifies the ops, answers every range op, refuses the scans past
+///        the output cap, and makes room for the writes (leaves for the
+///        splits, run buffers, split records). Reads the leaves only (an
+///        ordered read may sort a leaf's blocks, which changes no key).
+/// @throws std::bad_alloc with the store's contents unchanged
+void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,
+                    leaf_phase_workspace& workspace);
+
+/// @brief Step 3 of the leaf phase (waits), after run_leaf_reads with the
+///        same arguments, in the same task arena: the point ops. Allocates no
+///        memory of its own.
+void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,
+                     leaf_phase_workspace& workspace);
+
+/// @brief Runs the leaf phase of one batch on `store` (waits): reads, then
+///        writes.
 void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,
                     leaf_phase_workspace& workspace);
 

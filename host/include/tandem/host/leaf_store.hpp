@@ -13,21 +13,27 @@
 ///
 /// Threads: `allocate` is thread-safe. Everything else on one leaf must be
 /// done by the task that owns the leaf; `apply` and `split` on different
-/// leaves may run concurrently. `leaf_table`, `size` and `verify` need a
-/// quiescent store.
+/// leaves may run concurrently. `leaf_table`, `size`, `reserve` and `verify`
+/// need a quiescent store.
+///
+/// Memory: leaves live in segments that never move (detail/leaf_arena.hpp).
+/// `reserve(k)` makes room for k new leaves up front, so that the next k
+/// allocations (splits) allocate no memory: the leaf phase reserves a bound
+/// on its splits before any leaf changes, and a batch that cannot get the
+/// memory fails with the store untouched. An allocation that fails leaves
+/// the store as it was.
 
 #include <tandem/core/types.hpp>
 #include <tandem/host/bpa.hpp>
-#include <tandem/host/detail/huge_pages.hpp>
+#include <tandem/host/detail/leaf_arena.hpp>
 #include <tandem/host/leaf.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <vector>
-
-// oneTBB is a dependency of the host layer only; users of tandem/tandem.hpp
-// never see it.
-#include <oneapi/tbb/concurrent_vector.h>
 
 namespace tandem::host {
 
@@ -36,6 +42,24 @@ struct split_record {
   key_type separator;
   leaf_id left;
   leaf_id right;
+};
+
+/// Where concurrent runs record their splits: room for `capacity` records
+/// made beforehand, so that recording a split allocates nothing. Records
+/// past the room are counted, not kept (`lost()`).
+struct split_sink {
+  split_record* records = nullptr;
+  std::size_t capacity = 0;
+  std::atomic<std::size_t> count{0};
+
+  void push_back(const split_record& r) noexcept {
+    const std::size_t i = count.fetch_add(1, std::memory_order_relaxed);
+    if (i < capacity) records[i] = r;
+  }
+  /// Records kept (after the runs).
+  [[nodiscard]] std::size_t size() const noexcept { return std::min(count.load(std::memory_order_relaxed), capacity); }
+  /// Whether some split found no room for its record.
+  [[nodiscard]] bool lost() const noexcept { return count.load(std::memory_order_relaxed) > capacity; }
 };
 
 /// Leaves in key order: `ids[i]` owns [low_keys[i], low_keys[i+1] - 1]
@@ -60,8 +84,14 @@ class basic_leaf_store {
 
   basic_leaf_store(const basic_leaf_store&) = delete;
   basic_leaf_store& operator=(const basic_leaf_store&) = delete;
-  basic_leaf_store(basic_leaf_store&&) = default;
-  basic_leaf_store& operator=(basic_leaf_store&&) = default;
+  basic_leaf_store(basic_leaf_store&& o) noexcept
+      : leaves_(std::move(o.leaves_)), head_(o.head_), near_full_(o.near_full_.load(std::memory_order_relaxed)) {}
+  basic_leaf_store& operator=(basic_leaf_store&& o) noexcept {
+    leaves_ = std::move(o.leaves_);
+    head_ = o.head_;
+    near_full_.store(o.near_full_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
 
   /// @brief Builds leaves from `n` pairs sorted by strictly increasing key,
   ///        each leaf filled to `fill` of its capacity (parallel).
@@ -71,16 +101,27 @@ class basic_leaf_store {
                                     double fill = default_fill);
 
   /// @brief Allocates an empty leaf (fences and link left to the caller).
-  ///        Thread-safe.
-  /// @throws tandem::error when the 32-bit id space is exhausted.
+  ///        Thread-safe. Takes room made by `reserve` when there is some.
+  /// @throws tandem::error when the 32-bit id space is exhausted;
+  ///         std::bad_alloc when no room is left and none can be made.
+  ///         Either way the store is as it was.
   leaf_id allocate();
+
+  /// @brief Makes room for `more` leaves beyond those allocated: the next
+  ///        `more` allocations allocate no memory.
+  /// @throws std::bad_alloc, the store unchanged
+  void reserve(std::size_t more) { leaves_.reserve(leaves_.size() + more); }
+
+  /// @return how many leaves can be allocated without allocating memory.
+  [[nodiscard]] std::size_t room() const noexcept { return leaves_.capacity() - leaves_.size(); }
 
   [[nodiscard]] leaf_type& operator[](leaf_id id) noexcept { return leaves_[id]; }
   [[nodiscard]] const leaf_type& operator[](leaf_id id) const noexcept { return leaves_[id]; }
 
   /// @return the leaf that owns key 0.
   [[nodiscard]] leaf_id head() const noexcept { return head_; }
-  /// @return the number of leaves allocated (all are linked once a split ends).
+  /// @return the number of leaves allocated (all are linked once a split
+  ///         ends); room made by `reserve` is not counted.
   [[nodiscard]] std::size_t leaf_count() const noexcept { return leaves_.size(); }
   /// @return the number of keys held. Needs a quiescent store.
   [[nodiscard]] std::size_t size() const;
@@ -96,9 +137,43 @@ class basic_leaf_store {
   ///        splitting leaves that fill up; ops past a leaf's high fence follow
   ///        right links. The calling task must own every leaf the run reaches.
   /// @param splits when not null, gets one record per split, in key order
+  ///        (push_back: a std::vector, or a split_sink shared by runs)
+  /// @return the leaf that owns the last op's key (`id` when n == 0): the
+  ///         leaf to continue from with a run of higher keys
   /// @note Requires ops[0].key >= the low fence of `id`.
-  void apply(leaf_id id, const point_op* ops, std::size_t n, point_result* results,
-             std::vector<split_record>* splits = nullptr, apply_path path = apply_path::automatic);
+  ///
+  /// How many splits a run can make (the leaf phase reserves that many
+  /// leaves before it writes): with C = Bpa::capacity and h = C/2 - 1, a run
+  /// of `a` ops that may add a key (put, insert) over leaves of which `f`
+  /// can fill (size + a > C) splits at most 2 * (f + a / h) times, and not
+  /// at all when f == 0. Why: a leaf splits only when full. Its first split
+  /// costs no adds (f counts those). After a split, the half the run goes on
+  /// in, and any leaf the run made and reaches later, is at least h keys
+  /// short of full, so its next split costs h adds (a / h counts those),
+  /// except one case: a split at the next key that keeps all but one key in
+  /// the lower half, which the add fills, so that the next add splits it
+  /// again, now with every key below it, leaving it full and never reached
+  /// again. Those follow-up splits are at most as many as the others.
+  template <class Splits = std::vector<split_record>>
+  leaf_id apply(leaf_id id, const point_op* ops, std::size_t n, point_result* results, Splits* splits = nullptr,
+                apply_path path = apply_path::automatic);
+
+  /// Adds the run may make between splits of one leaf (see apply).
+  static constexpr std::size_t adds_per_split = Bpa::capacity / 2 - 1;
+  static_assert(Bpa::capacity >= 4, "a split must leave room in the half that goes on");
+
+  /// A leaf is *near full* when fewer than this many keys would fill it: a
+  /// run of fewer adds can split no other leaf (and, as this is at most
+  /// adds_per_split, can split it at most twice; see apply).
+  static constexpr std::size_t near_full_slack = Bpa::capacity / 16 > 0 ? Bpa::capacity / 16 : 1;
+  static_assert(near_full_slack <= adds_per_split, "a near-full leaf's run splits it at most twice");
+  /// @return how many leaves are near full, as apply, split and bulk_load
+  ///         left them (changes made through operator[] are not counted).
+  ///         Needs a quiescent store.
+  [[nodiscard]] std::size_t near_full() const noexcept {
+    const std::int64_t n = near_full_.load(std::memory_order_relaxed);
+    return n > 0 ? static_cast<std::size_t>(n) : 0;
+  }
 
   /// @return the leaves in key order, walking right links from head().
   [[nodiscard]] leaf_table table() const;
@@ -118,8 +193,15 @@ class basic_leaf_store {
  private:
   // Leaves in huge pages where the system has them: random reads of
   // gigabytes of leaves miss the TLB far less often.
-  tbb::concurrent_vector<leaf_type, detail::huge_page_allocator<leaf_type>> leaves_;
+  detail::leaf_arena<leaf_type> leaves_;
   leaf_id head_ = 0;
+  std::atomic<std::int64_t> near_full_{0};  // see near_full()
+
+  static constexpr bool is_near_full(std::size_t size) noexcept { return size + near_full_slack > Bpa::capacity; }
+  /// Counts a leaf that went from near full `was` to `now`.
+  void note_fill(bool was, bool now) noexcept {
+    if (was != now) near_full_.fetch_add(now ? 1 : -1, std::memory_order_relaxed);
+  }
 };
 
 using leaf_store = basic_leaf_store<bpa>;

@@ -21,10 +21,11 @@ basic_leaf_store<Bpa>::basic_leaf_store() {
 
 template <class Bpa>
 leaf_id basic_leaf_store<Bpa>::allocate() {
-  const auto it = leaves_.grow_by(1);
-  const std::size_t index = static_cast<std::size_t>(it - leaves_.begin());
-  if (index >= no_leaf) throw error("leaf_store: the 32-bit leaf id space is exhausted");
-  return static_cast<leaf_id>(index);
+  try {
+    return static_cast<leaf_id>(leaves_.emplace(no_leaf));
+  } catch (const std::length_error&) {
+    throw error("leaf_store: the 32-bit leaf id space is exhausted");
+  }
 }
 
 template <class Bpa>
@@ -54,9 +55,9 @@ basic_leaf_store<Bpa> basic_leaf_store<Bpa>::bulk_load(const key_type* keys, con
       std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(fill * static_cast<double>(Bpa::capacity))));
   const std::size_t count = (n + per_leaf - 1) / per_leaf;
   if (count >= no_leaf) throw error("leaf_store::bulk_load: too many leaves for 32-bit leaf ids");
-  // Leaf i takes keys [i * per_leaf, ...). The leaves are appended by
-  // concurrent grow_by calls, so that their memory (huge pages, zeroed when
-  // first touched) is first touched by many threads; leaf 0 exists already.
+  // Leaf i takes keys [i * per_leaf, ...). The leaves are built in parallel
+  // chunks, so that their memory (huge pages, zeroed when first touched) is
+  // first touched by many threads; leaf 0 exists already.
   auto assign = [&](std::size_t first, std::size_t last) {
     for (std::size_t i = first; i < last; ++i) {
       const std::size_t begin = i * per_leaf;
@@ -69,19 +70,18 @@ basic_leaf_store<Bpa> basic_leaf_store<Bpa>::bulk_load(const key_type* keys, con
     }
   };
   assign(0, 1);
-  constexpr std::size_t grow_grain = 64;
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(1, count, grow_grain), [&](const tbb::blocked_range<std::size_t>& r) {
-    const auto at = store.leaves_.grow_by(r.size());
-    const auto first = static_cast<std::size_t>(at - store.leaves_.begin());
-    assign(first, first + r.size());
-  });
+  store.leaves_.reserve(count);
+  store.leaves_.append(count, assign);
+  const std::size_t last = n - (count - 1) * per_leaf;  // keys of the last leaf
+  store.near_full_.store(static_cast<std::int64_t>((is_near_full(per_leaf) ? count - 1 : 0) + is_near_full(last)),
+                         std::memory_order_relaxed);
   return store;
 }
 
 template <class Bpa>
 std::size_t basic_leaf_store<Bpa>::size() const {
   std::size_t total = 0;
-  for (const leaf_type& l : leaves_) total += l.data.size();
+  for (std::size_t i = 0, count = leaves_.size(); i < count; ++i) total += leaves_[i].data.size();
   return total;
 }
 
@@ -90,7 +90,10 @@ split_record basic_leaf_store<Bpa>::split(leaf_id id, std::optional<key_type> ne
   const leaf_id right_id = allocate();
   leaf_type& left = leaves_[id];
   leaf_type& right = leaves_[right_id];
+  const bool was = is_near_full(left.data.size());
   const key_type separator = left.data.split_into(right.data, next);
+  note_fill(was, is_near_full(left.data.size()));
+  note_fill(false, is_near_full(right.data.size()));
   right.low = separator;
   right.high = left.high;
   right.right = left.right;
@@ -100,20 +103,24 @@ split_record basic_leaf_store<Bpa>::split(leaf_id id, std::optional<key_type> ne
 }
 
 template <class Bpa>
-void basic_leaf_store<Bpa>::apply(leaf_id id, const point_op* ops, std::size_t n, point_result* results,
-                                  std::vector<split_record>* splits, apply_path path) {
+template <class Splits>
+leaf_id basic_leaf_store<Bpa>::apply(leaf_id id, const point_op* ops, std::size_t n, point_result* results,
+                                     Splits* splits, apply_path path) {
   std::size_t done = 0;
   while (done < n) {
     id = walk_right(id, ops[done].key);
     leaf_type& l = leaves_[id];
     std::size_t end = done;
     while (end < n && ops[end].key <= l.high) ++end;
+    const bool was = is_near_full(l.data.size());
     done += l.data.apply(ops + done, end - done, results + done, path);
+    note_fill(was, is_near_full(l.data.size()));
     if (done < end) {  // full: split, continue in the half that owns the next key
       const split_record s = split(id, ops[done].key);
       if (splits) splits->push_back(s);
     }
   }
+  return id;
 }
 
 template <class Bpa>
@@ -161,5 +168,9 @@ void basic_leaf_store<Bpa>::verify() const {
 }
 
 extern template class basic_leaf_store<bpa>;
+extern template leaf_id basic_leaf_store<bpa>::apply(leaf_id, const point_op*, std::size_t, point_result*,
+                                                     std::vector<split_record>*, apply_path);
+extern template leaf_id basic_leaf_store<bpa>::apply(leaf_id, const point_op*, std::size_t, point_result*,
+                                                     split_sink*, apply_path);
 
 }  // namespace tandem::host

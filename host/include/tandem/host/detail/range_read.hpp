@@ -46,25 +46,37 @@ struct write_list {
 /// entry count is known before they run (the pre-batch count, capped at the
 /// limit, when no write of the batch falls in their range). A scan with
 /// writes in its range, and every lower_bound, is merged with those writes
-/// into its worker's buffer first and copied from there.
+/// into its worker's buffer first and copied from there; under an output
+/// cap, a merged scan that finds the cap's room taken by others keeps only
+/// its count (deferred) and is merged again straight into the result if it
+/// is to run.
 struct scan_buffers {
   struct slice {
     const entry_vector* buffer = nullptr;  ///< null: the scan streams into the result
     std::size_t offset = 0;                ///< in buffer
     std::size_t count = 0;                 ///< entries of the scan
     std::size_t dest = 0;                  ///< first entry in the result's scan_entries
+    bool deferred = false;                 ///< merged again in place (buffer is null)
   };
-  tbb::enumerable_thread_specific<entry_vector> buffers;
+  /// A worker's merge buffer and the entries of the output cap it holds
+  /// (taken in chunks, kept for the worker's next scans).
+  struct merge_buffer {
+    entry_vector entries;
+    std::uint64_t held = 0;
+  };
+  tbb::enumerable_thread_specific<merge_buffer> buffers;
   tbb::enumerable_thread_specific<entry_vector> spill;  ///< an unordered scan's last leaf
   std::vector<slice> slices;          ///< per range op
   std::vector<std::uint32_t> op_of;        ///< per scan-table entry: its range op, or none
   std::vector<std::uint64_t> slot_count;   ///< per scan-table entry that ran: its entry count
+  std::vector<refused_scan> refused;       ///< scans refused for the output cap, in batch order
 };
 
 /// Answers the range ops rg[0..ranges) at their routed index: values and
 /// found flags; lower_bound keys into answer_keys; the entries of every
 /// scan, in batch order, into `result` (scan_ops, scan_begin,
-/// scan_entries). Bounds, limits and orders come from the batch of `in`.
+/// scan_entries). Bounds, limits and orders come from the batch of `in`;
+/// scans past in.max_scan_entries are refused (in.status, scratch.refused).
 /// Parallel, waits.
 /// @return bytes of scan entries written.
 std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, const range_op* rg, std::size_t ranges,

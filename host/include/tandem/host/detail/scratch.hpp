@@ -3,6 +3,8 @@
 // first batches they are neither allocated nor zeroed again, and their pages
 // are already mapped.
 
+#include <tandem/host/detail/fault_point.hpp>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
@@ -21,6 +23,7 @@ class scratch {
   /// @return room for n elements (contents unspecified).
   T* get(std::size_t n) {
     if (n > capacity_) {
+      allocation_point();
       data_.reset();
       capacity_ = 0;
       void* p = std::malloc(std::max<std::size_t>(n, 1) * sizeof(T));
