@@ -1,3 +1,29 @@
+# tandem_apt_install(<debian-package>...)
+#
+# Installs Debian packages with apt-get when CMake runs as root on a
+# Debian-like system; otherwise stops configuration and prints the one
+# command that installs them. Usable before project() (the fuzz build
+# installs its compiler this way, see TandemFuzzToolchain.cmake).
+function(tandem_apt_install)
+  list(JOIN ARGN " " _pkg_list)
+  execute_process(COMMAND id -u OUTPUT_VARIABLE _uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+  find_program(TANDEM_APT_GET apt-get)
+  if(NOT _uid STREQUAL "0" OR NOT TANDEM_APT_GET)
+    message(FATAL_ERROR
+      "tandem: missing dependencies (${_pkg_list}). Install them with:\n"
+      "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${_pkg_list}\n"
+      "then configure again (or run CMake as root and tandem installs them itself).")
+  endif()
+  message(STATUS "tandem bootstrap: installing ${_pkg_list} with apt-get")
+  set(ENV{DEBIAN_FRONTEND} noninteractive)
+  execute_process(COMMAND ${TANDEM_APT_GET} update -qq RESULT_VARIABLE _rc_update)
+  execute_process(COMMAND ${TANDEM_APT_GET} install -y -qq --no-install-recommends ${ARGN} RESULT_VARIABLE _rc)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "tandem bootstrap: 'apt-get install ${_pkg_list}' failed "
+                        "(exit ${_rc}; apt-get update exit ${_rc_update})")
+  endif()
+endfunction()
+
 # tandem_bootstrap("<Name>|<debian-package>|<find_package args>" ...)
 #
 # Tries find_package for each entry. Entries that are not found are installed
@@ -26,25 +52,7 @@ macro(tandem_bootstrap)
   endforeach()
 
   if(_tb_missing_pkgs)
-    list(JOIN _tb_missing_pkgs " " _tb_pkg_list)
-    execute_process(COMMAND id -u OUTPUT_VARIABLE _tb_uid OUTPUT_STRIP_TRAILING_WHITESPACE)
-    find_program(TANDEM_APT_GET apt-get)
-    if(NOT _tb_uid STREQUAL "0" OR NOT TANDEM_APT_GET)
-      message(FATAL_ERROR
-        "tandem: missing dependencies (${_tb_pkg_list}). Install them with:\n"
-        "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${_tb_pkg_list}\n"
-        "then configure again (or run CMake as root and tandem installs them itself).")
-    endif()
-    message(STATUS "tandem bootstrap: installing ${_tb_pkg_list} with apt-get")
-    set(ENV{DEBIAN_FRONTEND} noninteractive)
-    execute_process(COMMAND ${TANDEM_APT_GET} update -qq RESULT_VARIABLE _tb_rc_update)
-    execute_process(
-      COMMAND ${TANDEM_APT_GET} install -y -qq --no-install-recommends ${_tb_missing_pkgs}
-      RESULT_VARIABLE _tb_rc)
-    if(NOT _tb_rc EQUAL 0)
-      message(FATAL_ERROR "tandem bootstrap: 'apt-get install ${_tb_pkg_list}' failed "
-                          "(exit ${_tb_rc}; apt-get update exit ${_tb_rc_update})")
-    endif()
+    tandem_apt_install(${_tb_missing_pkgs})
     foreach(_tb_e IN LISTS _tb_missing)
       _tandem_find_entry("${_tb_e}" REQUIRED)
     endforeach()

@@ -1,15 +1,39 @@
 include(GNUInstallDirs)
 
+# TANDEM_SANITIZE: OFF, ON (= address,undefined) or a -fsanitize= list.
+# TANDEM_SANITIZERS is the list in force ("" when off); the consumer test
+# builds README's quickstart with it too.
+set(TANDEM_SANITIZERS "")
 if(TANDEM_SANITIZE)
+  string(TOUPPER "${TANDEM_SANITIZE}" _tandem_sanitize)
+  if(_tandem_sanitize MATCHES "^(ON|YES|TRUE|Y|1)$")
+    set(TANDEM_SANITIZERS address,undefined)
+  else()
+    set(TANDEM_SANITIZERS "${TANDEM_SANITIZE}")
+  endif()
+endif()
+
+if(TANDEM_SANITIZERS)
   if(TANDEM_HAS_CUDA)
     message(FATAL_ERROR "TANDEM_SANITIZE covers the CPU parts only: configure with -DTANDEM_CUDA=OFF")
   endif()
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
-  # GCC's bounds warnings see the sanitizer's instrumentation and report loops
-  # whose counts it cannot bound (e.g. a 1-slot log); ASan checks the real
-  # accesses at run time instead.
+  add_compile_options(-fsanitize=${TANDEM_SANITIZERS} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${TANDEM_SANITIZERS})
+  # GCC's bounds warnings see the sanitizers' instrumentation and report
+  # loops whose counts it cannot bound (e.g. a 1-slot log); the release build
+  # keeps the warning and ASan checks the real accesses at run time.
   add_compile_options($<$<CXX_COMPILER_ID:GNU>:-Wno-array-bounds>)
-  add_link_options(-fsanitize=address,undefined)
+  if(TANDEM_SANITIZERS MATCHES "thread")
+    # With this, oneTBB's headers tell profiling tools where a task is
+    # spawned, where it finishes and where a wait ends;
+    # tests/support/tsan_tbb.cpp hands that to ThreadSanitizer, which cannot
+    # see the synchronization inside the uninstrumented libtbb. (ThreadSanitizer
+    # goes on after a report and fails the process at exit, exit code 66, so
+    # one run shows every race.)
+    add_compile_definitions(TBB_USE_PROFILING_TOOLS=2)
+  else()
+    add_compile_options(-fno-sanitize-recover=all)  # stop at the first report
+  endif()
 endif()
 
 # Warnings for tandem's own targets (not for consumers).

@@ -31,8 +31,14 @@ file(WRITE ${src}/main.cpp "${CMAKE_MATCH_1}\n")
 configure_file(${TANDEM_SOURCE_DIR}/tests/consumer/CMakeLists.txt ${src}/CMakeLists.txt COPYONLY)
 
 set(flags "")
+# SANITIZE: the -fsanitize= list tandem was built with ("" when none); the
+# quickstart must be built with the same runtime to link against it.
 if(SANITIZE)
-  set(flags -DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined)
+  set(flags -DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZE} -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE})
+endif()
+if(SANITIZE MATCHES "thread")
+  # ThreadSanitizer's view of oneTBB's tasks, as in tandem_tests.
+  list(APPEND flags -DTANDEM_CONSUMER_EXTRA_SOURCES=${TANDEM_SOURCE_DIR}/tests/support/tsan_tbb.cpp)
 endif()
 run(${CMAKE_COMMAND} -S ${src} -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=${BUILD_TYPE} ${flags})
