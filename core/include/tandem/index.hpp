@@ -121,7 +121,9 @@ class index {
   ///         as a whole: std::bad_alloc when it could not get the memory it
   ///         needs. A failed batch took no effect at all: the index holds
   ///         what it held before it (see "Failure" above).
-  /// @throws tandem::error once the index's destruction has begun
+  /// @throws tandem::error once the index's destruction has begun;
+  ///         std::bad_alloc when the queue has no memory for it (then it
+  ///         was not queued)
   std::future<batch_result> submit(batch b);
 
   /// @brief Queues a batch whose result goes to `done` (on the dispatcher
@@ -129,7 +131,8 @@ class index {
   ///        gets an empty result and the exception (std::bad_alloc for lack
   ///        of memory), and the batch took no effect, as for `submit(b)`.
   /// @throws std::invalid_argument for an empty callback; tandem::error
-  ///         once the index's destruction has begun
+  ///         once the index's destruction has begun; std::bad_alloc when
+  ///         the queue has no memory for it (then it was not queued)
   void submit(batch b, callback done);
 
   /// @brief Runs a batch and waits for its result.
