@@ -149,6 +149,7 @@ int main(int argc, char** argv) {
   cfg.gpu_scatter = opt.gpu_scatter == "on";
   cfg.max_gpu_route_keys = static_cast<std::size_t>(*parse_count(opt.gpu_route_keys));
   if (opt.small_batch != "auto") cfg.small_batch_ops = static_cast<std::size_t>(*parse_count(opt.small_batch));
+  if (opt.direct_gets != "auto") cfg.direct_get_ops = static_cast<std::size_t>(*parse_count(opt.direct_gets));
   if (opt.group_commit != "auto") cfg.group_commit_ops = static_cast<std::size_t>(*parse_count(opt.group_commit));
   cfg.device = opt.device == "gpu"   ? tandem::device_kind::gpu
                : opt.device == "cpu" ? tandem::device_kind::cpu
@@ -194,10 +195,11 @@ int main(int argc, char** argv) {
       }
       std::vector<json> rows = run_latency_sweep(*idx, absl.get(), ds, spec, opt);
       const tandem::stats s = idx->stats();
-      std::printf("tandem: device %s; %llu batches (%llu run folded with others), %llu ops; stats() histograms "
+      std::printf("tandem: device %s; %llu batches (%llu run folded with others; %llu answered directly), %llu ops; stats() histograms "
                   "over them: queue wait p50 <= %.0f us, p99 <= %.0f us; execution p50 <= %.0f us, p99 <= %.0f us\n",
                   s.device.c_str(), static_cast<unsigned long long>(s.batches),
-                  static_cast<unsigned long long>(s.grouped_batches), static_cast<unsigned long long>(s.ops),
+                  static_cast<unsigned long long>(s.grouped_batches),
+                  static_cast<unsigned long long>(s.direct_batches), static_cast<unsigned long long>(s.ops),
                   s.queue_wait.percentile_us(50), s.queue_wait.percentile_us(99), s.execution.percentile_us(50),
                   s.execution.percentile_us(99));
       if (!opt.csv.empty()) write_csv(opt.csv, rows, opt.csv_append);

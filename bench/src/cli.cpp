@@ -223,6 +223,12 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(count_in(0, std::uint64_t{1} << 32, true))
       ->type_name("N|auto")
       ->capture_default_str();
+  app.add_option("--direct-gets", opt.direct_gets,
+                 "tandem::config.direct_get_ops: batches of at most this many gets are answered directly (each get "
+                 "descends and reads its leaf; no sort, no scatter; 0: never); auto: the config's default")
+      ->check(count_in(0, std::uint64_t{1} << 32, true))
+      ->type_name("N|auto")
+      ->capture_default_str();
   app.add_option("--group-commit", opt.group_commit,
                  "tandem::config.group_commit_ops: batches waiting in the queue together run as one of at most "
                  "this many ops (0: never); auto: the config's default")

@@ -34,6 +34,7 @@ struct options {
   std::string gpu_scatter = "on";   ///< on | off
   std::string gpu_route_keys = "0";  ///< config.max_gpu_route_keys (0: no bound)
   std::string small_batch = "auto";  ///< config.small_batch_ops (auto: the config's default)
+  std::string direct_gets = "auto";  ///< config.direct_get_ops (auto: the config's default)
   std::string group_commit = "auto";  ///< config.group_commit_ops (auto: the config's default)
   double leaf_fill = 0.75;
   bool verify = false;

@@ -184,7 +184,7 @@ std::string gpu_line(const tandem_figures& t, const std::string& requested) {
 
 std::string scatter_text(const tandem_figures& t) {
   return "answers put back in batch order on the GPU for " + std::to_string(t.gpu_scatters) + " batches, on the host for " +
-         std::to_string(t.host_scatters);
+         std::to_string(t.host_scatters) + ", answered directly for " + std::to_string(t.direct_batches);
 }
 
 void print_sweep_table(const std::vector<const system_result*>& points) {
@@ -293,6 +293,7 @@ json row_of(const system_result& r, const row_context& ctx) {
   j["gpu_failures"] = count(t.gpu_failures);
   j["gpu_scatters"] = count(t.gpu_scatters);    // batches put back in batch order on the GPU
   j["host_scatters"] = count(t.host_scatters);  // ... on the host
+  j["direct_batches"] = count(t.direct_batches);  // gets answered directly
   // Heap allocations of the whole process per batch of the timed run (null: not counted).
   const bool allocs = is_tandem && t.allocs_counted;
   const std::uint64_t nb = ctx.batches;

@@ -190,6 +190,7 @@ tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tand
   f.batches = f.after.batches - before.batches;
   f.gpu_scatters = f.after.gpu_scatters - before.gpu_scatters;
   f.host_scatters = f.after.host_scatters - before.host_scatters;
+  f.direct_batches = f.after.direct_batches - before.direct_batches;
   f.gpu_keys = f.after.gpu_keys - before.gpu_keys;
   f.cpu_keys = f.after.cpu_keys - before.cpu_keys;
   f.last_share = f.after.gpu_share;

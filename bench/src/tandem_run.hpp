@@ -43,6 +43,7 @@ struct tandem_figures {
   std::uint64_t gpu_failures = 0;  ///< GPU routes that failed in the run
   std::uint64_t gpu_scatters = 0;  ///< batches whose answers went back to batch order on the GPU
   std::uint64_t host_scatters = 0; ///< ... on the host
+  std::uint64_t direct_batches = 0; ///< batches of gets answered directly (no route, no scatter)
   /// Heap allocations of the whole process during the timed run (the
   /// bench's own bookkeeping in the completion callback excepted); valid
   /// when allocs_counted (not in sanitizer builds).

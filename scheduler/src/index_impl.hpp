@@ -4,7 +4,8 @@
 //   dispatcher.cpp   submit queue, the dispatcher thread, look-ahead, delivery
 //   validate.cpp     checking ops, status column, op counts     (step 1)
 //   route_stage.cpp  CPU/GPU split, sort-and-route, merge        (step 2)
-//   leaf_stage.cpp   leaf phase and answers back to batch order  (steps 3, 5)
+//   leaf_stage.cpp   leaf phase and answers back to batch order  (steps 3, 5),
+//                    or small batches of gets answered directly  (no step 2)
 //   inner_sync.cpp   splits into the leaf table, layout rebuild, GPU upload,
 //                    load and verify                             (step 4)
 //   stats.cpp        the stats snapshot
@@ -160,6 +161,7 @@ struct prepared {
   std::vector<batch_result> member_results;
   routed_batch_view routes;
   bool gets_only = false;
+  bool direct = false;  // gets answered directly, not routed (config.direct_get_ops)
   stage_times times;
   stage_bytes bytes;
   route_report info;
@@ -179,6 +181,7 @@ struct prepared {
     member_results.clear();
     routes = {};
     gets_only = false;
+    direct = false;
     times = {};
     bytes = {};
     info = {};
@@ -244,6 +247,7 @@ class index::impl {
 
   // leaf_stage.cpp
   void run_leaves(prepared& p, std::uint64_t& split_count);
+  void get_directly(prepared& p);
   void scatter_on_gpu(prepared& p);
 
   // inner_sync.cpp
@@ -296,6 +300,10 @@ class index::impl {
   [[nodiscard]] bool foldable(const job& j) const noexcept {
     return j.type == job::kind::batch && j.ops.size() < cfg_.group_commit_ops;
   }
+  /// Gets per leaf up to which a batch of gets is answered directly
+  /// (config.direct_get_ops): with more, the sorted path's shared reads of
+  /// a leaf's lines win (measured at 2^22 and 2^24 keys).
+  static constexpr std::size_t direct_gets_per_leaf = 4;
   [[nodiscard]] bool is_small(const job& j) const noexcept {
     return j.type == job::kind::batch && j.ops.size() <= cfg_.small_batch_ops;
   }

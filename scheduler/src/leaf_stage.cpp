@@ -3,8 +3,10 @@
 // batch order: on the GPU (sorted answers up, scatter kernel, batch-order
 // answers down into the result's pinned columns) for GPU-routed batches,
 // else on the host in parallel; lower_bound keys are written by the host
-// (scan entries went straight to the result in the leaf phase). Runs on the
-// dispatcher thread, in the arena.
+// (scan entries went straight to the result in the leaf phase). A batch of
+// at most config.direct_get_ops gets skips route and scatter: each get
+// descends and reads its leaf, its answer written in batch order
+// (get_directly). Runs on the dispatcher thread, in the arena.
 //
 // Failure (index.hpp): everything that can fail for lack of memory happens
 // before the leaf phase's writes: the reads, the room for splits, the
@@ -15,6 +17,9 @@
 #include "index_impl.hpp"
 
 #include <tandem/host/answer_scatter.hpp>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
 
 #include <algorithm>
 #include <iterator>
@@ -51,6 +56,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
     make_member_results(p);
     return;
   }
+  if (p.direct) return get_directly(p);
   route_space& sp = *p.space;
   host::leaf_phase_input in;
   in.routes = &p.routes;
@@ -105,6 +111,58 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
     std::lock_guard<std::mutex> lock(policy_mutex_);
     policy_.observe_leaf(n, p.times.order + p.times.read + p.times.leaf + p.times.complete);
   }
+  if (cfg_.verify_each_batch) {
+    try {
+      verify_all();
+    } catch (const std::bad_alloc&) {  // the check could not run; the batch happened
+    }
+  }
+}
+
+void index::impl::get_directly(prepared& p) {
+  make_member_results(p);
+  const auto t0 = clock_type::now();
+  const std::size_t n = p.n;
+  const inner_layout_view v = p.version->view();
+  const leaf_id* ids = p.version->leaf_ids().data();
+  const key_type* keys = p.j->ops.keys();
+  const host::leaf_store& store = store_;
+  value_type* values = p.columns->values;
+  std::uint8_t* found = p.columns->found;
+  // A chunk of gets in three passes, so that the chunk's cache misses
+  // overlap: descend level by level (descend_each) and prefetch each leaf's
+  // header; find the key's block and window there and prefetch them;
+  // compare and read the value. A route on an older layout version reaches
+  // the leaf that owns its key by right links.
+  const auto answer = [&](std::size_t begin, std::size_t end) {
+    constexpr std::size_t chunk = 16;
+    std::uint32_t at[chunk];
+    host::bpa::slot guess[chunk];
+    for (std::size_t c = begin; c < end; c += chunk) {
+      const std::size_t m = std::min(chunk, end - c);
+      const key_type* k = keys + c;
+      descend_each(v, k, static_cast<std::uint32_t>(m), at);
+      for (std::size_t i = 0; i < m; ++i) {
+        at[i] = ids[at[i]];
+        store[at[i]].prefetch();
+      }
+      for (std::size_t i = 0; i < m; ++i) {
+        at[i] = store.walk_right(at[i], k[i]);
+        guess[i] = store[at[i]].data.start_get(k[i]);
+      }
+      for (std::size_t i = 0; i < m; ++i) store[at[i]].data.finish_get(guess[i], k[i], values + c + i, found + c + i);
+    }
+  };
+  constexpr std::size_t grain = 64;
+  if (n <= grain) {
+    answer(0, n);
+  } else {
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
+                      [&](const tbb::blocked_range<std::size_t>& r) { answer(r.begin(), r.end()); });
+  }
+  p.result_keys = p.j->ops.take_keys();
+  p.times.leaf = seconds_since(t0);
+  p.bytes.leaf = n * (sizeof(key_type) + sizeof(value_type) + 1);
   if (cfg_.verify_each_batch) {
     try {
       verify_all();

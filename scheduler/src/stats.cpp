@@ -31,7 +31,9 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
     stats_.ops += n;
     stats_.invalid_ops += failed ? 0 : p->errors.size();  // invalid and output_limit
     for (std::size_t type = 0; type < op_type_count; ++type) stats_.ops_by_type[type] += r.ops_by_type[type];
-    if (!failed && n != 0) (p->gpu_scatter ? stats_.gpu_scatters : stats_.host_scatters) += 1;
+    if (!failed && n != 0) {
+      (p->direct ? stats_.direct_batches : p->gpu_scatter ? stats_.gpu_scatters : stats_.host_scatters) += 1;
+    }
     stats_.splits += splits;
     stats_.total += p->times;
     stats_.total_bytes += p->bytes;

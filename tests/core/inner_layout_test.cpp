@@ -92,6 +92,19 @@ class InnerLayoutTest : public ::testing::TestWithParam<int> {
     }
     std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
     for (int i = 0; i < 20000; ++i) ASSERT_NO_FATAL_FAILURE(expect_key(l, t, rng()));
+    // descend_each: groups of 1 .. 37 keys in any order, each key as descend.
+    std::vector<key_type> probe = {min_key, 1, max_key - 1, max_key};
+    for (const key_type s : t.low_keys) probe.insert(probe.end(), {s, s - 1, s + 1});
+    for (int i = 0; i < 5000; ++i) probe.push_back(rng());
+    std::shuffle(probe.begin(), probe.end(), rng);
+    std::vector<std::uint32_t> got(probe.size());
+    for (std::size_t at = 0, m = 1; at < probe.size(); at += m, m = m % 37 + 1) {
+      const auto k = static_cast<std::uint32_t>(std::min(m, probe.size() - at));
+      descend_each(l.view(), probe.data() + at, k, got.data() + at);
+    }
+    for (std::size_t i = 0; i < probe.size(); ++i) {
+      ASSERT_EQ(got[i], descend(l.view(), probe[i])) << "descend_each, key " << probe[i];
+    }
   }
 };
 

@@ -145,8 +145,9 @@ constexpr std::size_t max_pending = 6;
 
 // ---- the indexes -------------------------------------------------------------
 
-/// A few shapes of index: fanouts, fills, the small-batch and group-commit
-/// thresholds, one worker thread or none, verify after every batch.
+/// A few shapes of index: fanouts, fills, the small-batch, direct-get and
+/// group-commit thresholds, one worker thread or none, verify after every
+/// batch.
 struct variant {
   const char* name;
   int fanout;
@@ -154,15 +155,18 @@ struct variant {
   double fill;
   std::size_t small_batch_ops;
   std::size_t group_commit_ops;
+  std::size_t direct_get_ops;
   unsigned spin_us;
   bool verify_each_batch;
 };
 
 constexpr variant variants[4] = {
-    {"fanout 16, defaults", 16, 1, 0.75, 64, std::size_t{1} << 16, 50, false},
-    {"fanout 32, full leaves, no small path, no group commit", 32, 1, 1.0, 0, 0, 0, false},
-    {"fanout 64, 2 threads, half-full leaves, small <= 8, groups <= 40", 64, 2, 0.5, 8, 40, 50, false},
-    {"fanout 16, quarter-full leaves, no small path, groups <= 3, verify each batch", 16, 1, 0.25, 0, 3, 0, true},
+    {"fanout 16, defaults", 16, 1, 0.75, 64, std::size_t{1} << 16, std::size_t{1} << 16, 50, false},
+    {"fanout 32, full leaves, no small path, no group commit, no direct gets", 32, 1, 1.0, 0, 0, 0, 0, false},
+    {"fanout 64, 2 threads, half-full leaves, small <= 8, groups <= 40, direct <= 20", 64, 2, 0.5, 8, 40, 20, 50,
+     false},
+    {"fanout 16, quarter-full leaves, no small path, groups <= 3, verify each batch", 16, 1, 0.25, 0, 3,
+     std::size_t{1} << 16, 0, true},
 };
 
 /// The model's map keeps its nodes in a pool: a load puts hundreds of keys
@@ -199,6 +203,7 @@ fuzzed_index& instance(int v) {
     cfg.leaf_fill = w.fill;
     cfg.small_batch_ops = w.small_batch_ops;
     cfg.group_commit_ops = w.group_commit_ops;
+    cfg.direct_get_ops = w.direct_get_ops;
     cfg.dispatcher_spin_us = w.spin_us;
     cfg.verify_each_batch = w.verify_each_batch;
     made[v] = std::make_unique<fuzzed_index>();

@@ -142,6 +142,68 @@ TEST(IndexDifferential, SmallBatchPathGivesTheModelsAnswers) {
   }
 }
 
+// Batches of gets only, up to config.direct_get_ops and 4 a leaf, are
+// answered directly (each get descends and reads its leaf; no sort, no
+// scatter): gets-only batches of 1 .. 3000 ops (present, absent and edge
+// keys, repeats) between write batches that split leaves, six in flight, so
+// that some gets descend a layout older than the leaves (right links) and
+// group commit folds some; against the model, at direct_get_ops 0 (never),
+// 700 and the default.
+TEST(IndexDifferential, DirectGetsGiveTheModelsAnswers) {
+  for (const std::size_t threshold : {std::size_t{0}, std::size_t{700}, config{}.direct_get_ops}) {
+    SCOPED_TRACE(::testing::Message() << "direct_get_ops " << threshold);
+    config cfg;
+    cfg.direct_get_ops = threshold;
+    cfg.threads = 3;
+    cfg.fanout = 16;
+    cfg.leaf_fill = 1.0;  // full leaves: the writes split them
+    tandem::index idx(cfg);
+    test::index_model model;
+    test::key_source keys(key_pattern::uniform, 400'000, 31 + threshold);
+    auto& rng = keys.rng();
+    std::vector<entry> pairs(300'000);
+    for (auto& e : pairs) e = {keys(), rng()};
+    idx.load(pairs);
+    for (const entry& e : pairs) model.data[e.key] = e.value;
+    const key_type edges[] = {min_key, 1, max_key - 1, max_key};
+    for (std::size_t round = 0; round < 40; ++round) {
+      std::vector<batch> batches;
+      std::vector<std::future<batch_result>> results;
+      for (int i = 0; i < 6; ++i) {
+        if (i % 3 == 0) {
+          batches.push_back(test::random_batch(keys, 1 + rng() % 3000));
+        } else {
+          batch b;
+          const std::size_t n = test::random_batch_size(rng, 3000);
+          for (std::size_t k = 0; k < n; ++k) {
+            const std::uint64_t r = rng();
+            b.get(r % 16 == 0 ? edges[r / 16 % 4] : r % 16 == 1 ? r : keys());
+          }
+          batches.push_back(std::move(b));
+        }
+        results.push_back(idx.submit(batches.back()));
+      }
+      for (std::size_t i = 0; i < batches.size(); ++i) {
+        ASSERT_EQ(model.check(batches[i], results[i].get(), "round " + std::to_string(round)), 0u);
+      }
+      if (round % 10 == 0) {
+        ASSERT_NO_THROW(idx.verify());
+      }
+    }
+    EXPECT_EQ(idx.size(), model.data.size());
+    const stats s = idx.stats();
+    if (threshold == 0) {
+      EXPECT_EQ(s.direct_batches, 0u);
+    } else {
+      EXPECT_GT(s.direct_batches, 0u);
+    }
+    EXPECT_GT(s.splits, 0u);
+    batch all;
+    all.scan(min_key, max_key, max_scan_limit);
+    EXPECT_EQ(model.check(all, idx.execute(all), "final"), 0u);
+  }
+}
+
 }  // namespace
 
 namespace {

@@ -49,6 +49,14 @@ struct config {
   /// thread alone (no worker is woken, nothing fans out): a small batch
   /// costs less than the hand-offs to other threads would. 0: never.
   std::size_t small_batch_ops = 64;
+  /// Batches of gets only with at most this many ops (group-commit batches
+  /// counted whole) and at most 4 gets per leaf of the index (or at most
+  /// small_batch_ops gets) are answered directly: each get descends the
+  /// inner levels on the CPU and reads its leaf, writing its answer in batch
+  /// order; no sort, no route arrays, no scatter, no GPU. Gets this few
+  /// rarely share a leaf, so ordering them saves few cache misses and costs
+  /// passes and hand-offs. 0: never.
+  std::size_t direct_get_ops = std::size_t{1} << 16;
   /// Group commit: batches found waiting in the queue together are run as
   /// one batch of at most this many ops (each still takes effect in queue
   /// order, sees the writes of the ones before it, gets its own answers and

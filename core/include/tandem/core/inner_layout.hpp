@@ -235,6 +235,37 @@ TANDEM_HD inline std::uint32_t descend(const inner_layout_view& v, key_type key)
   }
 }
 
+/// @brief Descends m keys in any order together, level by level: every key
+///        takes a level (node_search, as descend) before any takes the next,
+///        and each next node's middle key line is prefetched, so that the
+///        loads of different keys overlap.
+/// @param ordinals gets each key's leaf ordinal (as descend)
+template <int F>
+TANDEM_HD inline void descend_each(const inner_layout_view& v, const key_type* keys, std::uint32_t m,
+                                   std::uint32_t* ordinals) {
+  for (std::uint32_t i = 0; i < m; ++i) ordinals[i] = 0;
+  for (int level = 0; level < v.height; ++level) {
+    for (std::uint32_t i = 0; i < m; ++i) {
+      const std::uint32_t x = node_search<F>(v, ordinals[i], keys[i]);
+      ordinals[i] = x;
+      if (level + 1 < v.height) TANDEM_PREFETCH(v.key_region + static_cast<std::size_t>(x) * F + F / 2 - 1);
+    }
+  }
+  for (std::uint32_t i = 0; i < m; ++i) ordinals[i] -= v.node_count;
+}
+
+/// @brief Runtime-fanout form of descend_each.
+TANDEM_HD inline void descend_each(const inner_layout_view& v, const key_type* keys, std::uint32_t m,
+                                   std::uint32_t* ordinals) {
+  switch (v.fanout) {
+    case 16: return descend_each<16>(v, keys, m, ordinals);
+    case 32: return descend_each<32>(v, keys, m, ordinals);
+    case 64: return descend_each<64>(v, keys, m, ordinals);
+    default:
+      for (std::uint32_t i = 0; i < m; ++i) ordinals[i] = v.leaf_count;
+  }
+}
+
 /// @brief Descends and returns both the leaf ordinal and its leaf_id.
 TANDEM_HD inline leaf_route descend_leaf(const inner_layout_view& v, key_type key) {
   const std::uint32_t o = descend(v, key);

@@ -133,6 +133,14 @@ class basic_bpa {
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   [[nodiscard]] bool full() const noexcept { return size_ == capacity; }
 
+  /// Where a key lives (block -1 is the log), or where a lookup will look
+  /// (`start_get`).
+  struct slot {
+    int block;
+    int index;
+    [[nodiscard]] bool found() const noexcept { return index >= 0; }
+  };
+
   // ---- point operations ---------------------------------------------------
 
   /// @return the value of `key`, or nothing when absent.
@@ -199,14 +207,25 @@ class basic_bpa {
     for (std::size_t c = 0; c < n; c += lookup_chunk) {
       const std::size_t m = std::min(n - c, lookup_chunk);
       b = guess_chunk(keys + c, 1, m, b, guesses);
-      for (std::size_t i = 0; i < m; ++i) {
-        const key_type key = keys[c + i];
-        const slot s = find_from_guess(guesses[i], key);
-        const slot t = s.found() ? s : find_in_log(key);
-        values[c + i] = t.found() ? *value_at(t) : 0;
-        found[c + i] = t.found();
-      }
+      for (std::size_t i = 0; i < m; ++i) finish_get(guesses[i], keys[c + i], values + c + i, found + c + i);
     }
+  }
+
+  /// @brief A lookup in two halves, so that the cache misses of lookups in
+  ///        many BPAs overlap: `start_get` picks the key's block and lookup
+  ///        window from the header and prefetches their lines;
+  ///        `finish_get`, on the unchanged BPA, compares them (then the log)
+  ///        and writes the value and found flag as `get_sorted` does.
+  [[nodiscard]] slot start_get(key_type key) const noexcept {
+    slot g;
+    guess_chunk(&key, 1, 1, 0, &g);
+    return g;
+  }
+  void finish_get(slot guess, key_type key, value_type* value, std::uint8_t* found) const noexcept {
+    const slot s = find_from_guess(guess, key);
+    const slot t = s.found() ? s : find_in_log(key);
+    *value = t.found() ? *value_at(t) : 0;
+    *found = t.found();
   }
 
   /// @brief Prefetches the BPA's first cache lines: the header and the counts
@@ -509,12 +528,6 @@ class basic_bpa {
   }
 
  private:
-  /// Where a key lives: block -1 is the log.
-  struct slot {
-    int block;
-    int index;
-    [[nodiscard]] bool found() const noexcept { return index >= 0; }
-  };
 
   /// Block that holds (or would hold) `key`: the number of header bounds
   /// <= key among blocks 1.., clamped. Branch-free over the padded header.
