@@ -147,8 +147,8 @@ TEST(IndexDifferential, SmallBatchPathGivesTheModelsAnswers) {
 // scatter): gets-only batches of 1 .. 3000 ops (present, absent and edge
 // keys, repeats) between write batches that split leaves, six in flight, so
 // that some gets descend a layout older than the leaves (right links) and
-// group commit folds some; against the model, at direct_get_ops 0 (never),
-// 700 and the default.
+// group commit folds some, then one of at most 700 gets alone; against the
+// model, at direct_get_ops 0 (never), 700 and the default.
 TEST(IndexDifferential, DirectGetsGiveTheModelsAnswers) {
   for (const std::size_t threshold : {std::size_t{0}, std::size_t{700}, config{}.direct_get_ops}) {
     SCOPED_TRACE(::testing::Message() << "direct_get_ops " << threshold);
@@ -166,26 +166,27 @@ TEST(IndexDifferential, DirectGetsGiveTheModelsAnswers) {
     idx.load(pairs);
     for (const entry& e : pairs) model.data[e.key] = e.value;
     const key_type edges[] = {min_key, 1, max_key - 1, max_key};
+    const auto gets = [&](std::size_t n) {
+      batch b;
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::uint64_t r = rng();
+        b.get(r % 16 == 0 ? edges[r / 16 % 4] : r % 16 == 1 ? r : keys());
+      }
+      return b;
+    };
     for (std::size_t round = 0; round < 40; ++round) {
       std::vector<batch> batches;
       std::vector<std::future<batch_result>> results;
       for (int i = 0; i < 6; ++i) {
-        if (i % 3 == 0) {
-          batches.push_back(test::random_batch(keys, 1 + rng() % 3000));
-        } else {
-          batch b;
-          const std::size_t n = test::random_batch_size(rng, 3000);
-          for (std::size_t k = 0; k < n; ++k) {
-            const std::uint64_t r = rng();
-            b.get(r % 16 == 0 ? edges[r / 16 % 4] : r % 16 == 1 ? r : keys());
-          }
-          batches.push_back(std::move(b));
-        }
+        batches.push_back(i % 3 == 0 ? test::random_batch(keys, 1 + rng() % 3000)
+                                     : gets(test::random_batch_size(rng, 3000)));
         results.push_back(idx.submit(batches.back()));
       }
       for (std::size_t i = 0; i < batches.size(); ++i) {
         ASSERT_EQ(model.check(batches[i], results[i].get(), "round " + std::to_string(round)), 0u);
       }
+      const batch alone = gets(1 + rng() % 700);  // nothing to fold it with
+      ASSERT_EQ(model.check(alone, idx.execute(alone), "round " + std::to_string(round) + ", alone"), 0u);
       if (round % 10 == 0) {
         ASSERT_NO_THROW(idx.verify());
       }
