@@ -57,6 +57,8 @@ TEST(SharePolicy, AGpuThatOutrunsTheLeafPhaseTakesWholeBatches) {
   share_policy p;
   for (int i = 0; i < 4; ++i) run_batch(p, 3e9, 1e9);
   EXPECT_NEAR(p.share(), 0.75, 1e-6);
+  p.observe_leaf(1u << 20, (1u << 20) / 5e8);  // the first leaf phase: not kept
+  EXPECT_NEAR(p.share(), 0.75, 1e-6);
   p.observe_leaf(1u << 20, (1u << 20) / 5e8);  // leaf phase at 0.5 G ops/s: the GPU route hides behind it
   EXPECT_DOUBLE_EQ(p.share(), 1.0);
   for (int i = 0; i < 4; ++i) run_batch(p, 3e9, 1e9);
@@ -64,6 +66,23 @@ TEST(SharePolicy, AGpuThatOutrunsTheLeafPhaseTakesWholeBatches) {
   // The GPU slows below the leaf phase's rate: back to balancing.
   for (int i = 0; i < 16; ++i) run_batch(p, 2e8, 1e9);
   EXPECT_NEAR(p.share(), 2e8 / (2e8 + 1e9), 1e-3);
+}
+
+// A first batch that pays first-use costs (here a GPU route 20x slower than
+// the next ones) does not hold the share down: each side's first
+// measurement is not kept.
+TEST(SharePolicy, AColdFirstBatchIsNotKept) {
+  share_policy p;
+  run_batch(p, 3e9 / 20, 1e9);
+  EXPECT_DOUBLE_EQ(p.share(), 0.5) << "nothing kept yet";
+  EXPECT_EQ(p.gpu_rate(), 0.0);
+  p.observe_leaf(1u << 20, (1u << 20) / 1e9);  // the leaf phase's first batch: not kept either
+  EXPECT_EQ(p.leaf_rate(), 0.0);
+  run_batch(p, 3e9, 1e9);
+  EXPECT_NEAR(p.gpu_rate(), 3e9, 1e-3 * 3e9);
+  EXPECT_NEAR(p.share(), 0.75, 1e-6);
+  p.observe_leaf(1u << 20, (1u << 20) / 1e9);
+  EXPECT_DOUBLE_EQ(p.share(), 1.0) << "the GPU outruns the leaf phase from the second batch on";
 }
 
 TEST(SharePolicy, ResetForgetsRates) {

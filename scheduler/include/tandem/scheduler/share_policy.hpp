@@ -17,6 +17,12 @@
 ///
 /// Until a side has been measured its rate is unknown and the share stays at
 /// `initial_share`. A side that got no keys in a batch keeps its old rate.
+/// The first measurement of each side (GPU, CPU, leaf phase) is not kept:
+/// it pays first-use costs (CUDA module loading, pools and pages touched
+/// for the first time) and would hold the share away from where it
+/// belongs for several batches (on the H200, a first GPU route 10x slower
+/// than the next kept 2^24-key batches at a share near 0.6 for four
+/// batches, where 1 was right).
 /// Not synchronised: the index guards it with a mutex.
 
 #include <cstddef>
@@ -32,49 +38,57 @@ class share_policy {
   /// @brief Feeds one batch's measurement: keys routed and seconds spent on
   ///        each side (a side with no keys is ignored).
   void observe(std::size_t gpu_keys, double gpu_seconds, std::size_t cpu_keys, double cpu_seconds) noexcept {
-    update(gpu_rate_, gpu_keys, gpu_seconds);
-    update(cpu_rate_, cpu_keys, cpu_seconds);
+    update(gpu_, gpu_keys, gpu_seconds);
+    update(cpu_, cpu_keys, cpu_seconds);
     choose();
   }
 
   /// @brief Feeds one batch's leaf phase (with its answers): ops and seconds.
   void observe_leaf(std::size_t ops, double seconds) noexcept {
-    update(leaf_rate_, ops, seconds);
+    update(leaf_, ops, seconds);
     choose();
   }
 
   /// @return the share of the next batch's keys to route on the GPU, in [0, 1].
   [[nodiscard]] double share() const noexcept { return share_; }
-  [[nodiscard]] double leaf_rate() const noexcept { return leaf_rate_; }
-  [[nodiscard]] double gpu_rate() const noexcept { return gpu_rate_; }
-  [[nodiscard]] double cpu_rate() const noexcept { return cpu_rate_; }
+  [[nodiscard]] double leaf_rate() const noexcept { return leaf_.rate; }
+  [[nodiscard]] double gpu_rate() const noexcept { return gpu_.rate; }
+  [[nodiscard]] double cpu_rate() const noexcept { return cpu_.rate; }
 
   void reset() noexcept {
     share_ = initial_;
-    gpu_rate_ = cpu_rate_ = leaf_rate_ = 0;
+    gpu_ = cpu_ = leaf_ = {};
   }
 
  private:
-  void update(double& rate, std::size_t keys, double seconds) const noexcept {
+  struct side {
+    double rate = 0;       ///< moving average of the kept measurements (0: none yet)
+    bool warmed = false;   ///< the first measurement was seen (and dropped)
+  };
+
+  void update(side& s, std::size_t keys, double seconds) const noexcept {
     if (keys == 0 || !(seconds > 0)) return;
+    if (!s.warmed) {
+      s.warmed = true;
+      return;
+    }
     const double r = static_cast<double>(keys) / seconds;
-    rate = rate > 0 ? smoothing_ * r + (1 - smoothing_) * rate : r;
+    s.rate = s.rate > 0 ? smoothing_ * r + (1 - smoothing_) * s.rate : r;
   }
 
   void choose() noexcept {
-    if (gpu_rate_ > 0 && leaf_rate_ > 0 && gpu_rate_ >= leaf_rate_) {
+    const double g = gpu_.rate, c = cpu_.rate, l = leaf_.rate;
+    if (g > 0 && l > 0 && g >= l) {
       share_ = 1.0;
-    } else if (gpu_rate_ > 0 && cpu_rate_ > 0) {
-      share_ = gpu_rate_ / (gpu_rate_ + cpu_rate_);
+    } else if (g > 0 && c > 0) {
+      share_ = g / (g + c);
     }
   }
 
   double share_;
   double initial_;
   double smoothing_;
-  double gpu_rate_ = 0;
-  double cpu_rate_ = 0;
-  double leaf_rate_ = 0;
+  side gpu_, cpu_, leaf_;
 };
 
 }  // namespace tandem::scheduler
