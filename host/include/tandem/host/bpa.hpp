@@ -528,7 +528,6 @@ class basic_bpa {
   }
 
  private:
-
   /// Block that holds (or would hold) `key`: the number of header bounds
   /// <= key among blocks 1.., clamped. Branch-free over the padded header.
   [[nodiscard]] std::size_t route(key_type key) const noexcept {
