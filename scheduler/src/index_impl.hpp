@@ -248,6 +248,9 @@ class index::impl {
   // leaf_stage.cpp
   void run_leaves(prepared& p, std::uint64_t& split_count);
   void get_directly(prepared& p);
+  /// config.verify_each_batch: verify_all after a batch (an invariant_error
+  /// fails the batch; no memory for the check does not).
+  void verify_if_asked();
   void scatter_on_gpu(prepared& p);
 
   // inner_sync.cpp

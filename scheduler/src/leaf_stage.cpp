@@ -111,11 +111,14 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
     std::lock_guard<std::mutex> lock(policy_mutex_);
     policy_.observe_leaf(n, p.times.order + p.times.read + p.times.leaf + p.times.complete);
   }
-  if (cfg_.verify_each_batch) {
-    try {
-      verify_all();
-    } catch (const std::bad_alloc&) {  // the check could not run; the batch happened
-    }
+  verify_if_asked();
+}
+
+void index::impl::verify_if_asked() {
+  if (!cfg_.verify_each_batch) return;
+  try {
+    verify_all();
+  } catch (const std::bad_alloc&) {  // the check could not run; the batch happened
   }
 }
 
@@ -163,12 +166,7 @@ void index::impl::get_directly(prepared& p) {
   p.result_keys = p.j->ops.take_keys();
   p.times.leaf = seconds_since(t0);
   p.bytes.leaf = n * (sizeof(key_type) + sizeof(value_type) + 1);
-  if (cfg_.verify_each_batch) {
-    try {
-      verify_all();
-    } catch (const std::bad_alloc&) {  // the check could not run; the batch happened
-    }
-  }
+  verify_if_asked();
 }
 
 void index::impl::scatter_on_gpu(prepared& p) {
