@@ -9,13 +9,10 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_reduce.h>
-#include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <numeric>
-#include <stdexcept>
 
 namespace tandem::host {
 namespace {
@@ -30,33 +27,17 @@ bool is_point(op_type t) noexcept { return t <= op_type::erase; }
 bool is_write(op_type t) noexcept { return t == op_type::put || t == op_type::insert || t == op_type::erase; }
 bool may_add(op_type t) noexcept { return t == op_type::put || t == op_type::insert; }
 
-op_kind to_kind(op_type t) noexcept {
-  switch (t) {
-    case op_type::put: return op_kind::put;
-    case op_type::insert: return op_kind::insert;
-    case op_type::erase: return op_kind::erase;
-    default: return op_kind::get;
-  }
-}
+// The routed type column is applied as it is (column_run's kinds).
+static_assert(static_cast<int>(op_kind::get) == static_cast<int>(op_type::get) &&
+                  static_cast<int>(op_kind::put) == static_cast<int>(op_type::put) &&
+                  static_cast<int>(op_kind::insert) == static_cast<int>(op_type::insert) &&
+                  static_cast<int>(op_kind::erase) == static_cast<int>(op_type::erase),
+              "op_kind and op_type number the point ops alike");
 
 /// Groups per task: enough work to amortise scheduling, few enough to balance.
 constexpr std::size_t group_grain = 16;
 /// A task starts loading a group's leaf header this many groups ahead.
 constexpr std::size_t prefetch_distance = 4;
-
-/// A group's point ops go to leaf_store::apply in runs of at most this many:
-/// every thread's run buffers are sized before the writes start.
-constexpr std::size_t max_run = 4096;
-
-/// Per thread slot of the arena: the point ops of one run of a group. On
-/// lines of its own: the slots sit side by side in one vector and their
-/// fill pointers move with every op.
-struct alignas(128) run_buffers {
-  std::vector<point_op> ops;
-  std::vector<point_result> results;
-  std::vector<std::uint32_t> index;  // routed index of each op of the run
-  std::int64_t key_delta = 0;
-};
 
 }  // namespace
 
@@ -72,12 +53,10 @@ struct leaf_phase_workspace::buffers {
   ::tandem::host::detail::scan_buffers scan_out;
   // From classifying: the splits the groups with at least near_full_slack
   // adds can make, read off their counts (2 * (1 + adds / adds_per_split)
-  // each), and the largest group with writes.
+  // each), and the batch's writes.
   std::uint64_t loose_split_bound = 0;
-  std::size_t largest_write_group = 0;
+  std::size_t writes = 0;
   // Made before the writes (run_leaf_reads), used by them.
-  std::vector<run_buffers> runs;  // per thread slot (tbb::this_task_arena::current_thread_index)
-  std::size_t run_room = 0;       // ops each run buffer holds
   ::tandem::host::detail::scratch<split_record> split_room;
   split_sink splits;
 };
@@ -129,14 +108,14 @@ std::uint64_t split_bound(const leaf_store& store, const leaf_phase_input& in, c
 }
 
 /// Room for everything the writes need: leaves for their splits, split
-/// records, run buffers for every thread slot of the current arena.
+/// records.
 void reserve_for_writes(leaf_store& store, const leaf_phase_input& in, leaf_phase_report& report,
                         leaf_phase_workspace::buffers& ws) {
   ws.splits.records = nullptr;
   ws.splits.capacity = 0;
   ws.splits.count.store(0, std::memory_order_relaxed);
   report.split_bound = 0;
-  if (ws.largest_write_group == 0) return;  // gets only, or no group with writes
+  if (ws.writes == 0) return;
   // A bound that reads no leaf (leaf_store::apply): a group with fewer adds
   // than near_full_slack splits only near-full leaves, each at most twice;
   // one with more may split its routed leaf twice for free and then once
@@ -157,22 +136,6 @@ void reserve_for_writes(leaf_store& store, const leaf_phase_input& in, leaf_phas
     report.splits.reserve(bound);
   }
   report.split_bound = bound;
-
-  const auto slots = static_cast<std::size_t>(tbb::this_task_arena::max_concurrency());
-  const std::size_t room = std::min(max_run, ws.largest_write_group);
-  if (ws.runs.size() < slots) {
-    ::tandem::host::detail::allocation_point();
-    ws.runs.resize(slots);
-  }
-  for (std::size_t t = 0; t < slots; ++t) {
-    run_buffers& rb = ws.runs[t];
-    if (rb.ops.capacity() >= room && rb.results.capacity() >= room && rb.index.capacity() >= room) continue;
-    ::tandem::host::detail::allocation_point();
-    rb.ops.reserve(room);
-    rb.results.reserve(room);
-    rb.index.reserve(room);
-  }
-  ws.run_room = room;
 }
 
 }  // namespace
@@ -194,7 +157,7 @@ void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answer
   ws.ranges.clear();
   ws.scan_out.refused.clear();
   ws.loose_split_bound = 0;
-  ws.largest_write_group = 0;
+  ws.writes = 0;
   report.splits.clear();
   report.splits_lost = false;
   report.key_delta = 0;
@@ -209,13 +172,9 @@ void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answer
     ws.n_range.assign(g_count + 1, 0);
     ws.n_write.assign(g_count + 1, 0);
     ws.has_ordered_read.assign(g_count, 0);
-    struct sizes {
-      std::uint64_t split_bound = 0;  // of the groups with many adds (reserve_for_writes)
-      std::size_t largest_write_group = 0;
-    };
-    const sizes found = tbb::parallel_reduce(
-        tbb::blocked_range<std::size_t>(0, g_count, group_grain), sizes{},
-        [&](const tbb::blocked_range<std::size_t>& r, sizes acc) {
+    const std::uint64_t loose_bound = tbb::parallel_reduce(
+        tbb::blocked_range<std::size_t>(0, g_count, group_grain), std::uint64_t{0},
+        [&](const tbb::blocked_range<std::size_t>& r, std::uint64_t bound) {
           for (std::size_t g = r.begin(); g < r.end(); ++g) {
             std::uint32_t nr = 0, nw = 0, na = 0;
             char ordered = 0;
@@ -233,20 +192,18 @@ void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answer
             ws.n_range[g] = nr;
             ws.n_write[g] = nw;
             ws.has_ordered_read[g] = ordered;
-            if (na >= leaf_store::near_full_slack) acc.split_bound += 2 * (1 + na / leaf_store::adds_per_split);
-            if (nw != 0) acc.largest_write_group = std::max<std::size_t>(acc.largest_write_group, gb[g + 1] - gb[g]);
+            // The splits of a group with many adds (reserve_for_writes).
+            if (na >= leaf_store::near_full_slack) bound += 2 * (1 + na / leaf_store::adds_per_split);
           }
-          return acc;
+          return bound;
         },
-        [](sizes x, sizes y) {
-          return sizes{x.split_bound + y.split_bound, std::max(x.largest_write_group, y.largest_write_group)};
-        });
-    ws.loose_split_bound = found.split_bound;
-    ws.largest_write_group = found.largest_write_group;
+        [](std::uint64_t x, std::uint64_t y) { return x + y; });
+    ws.loose_split_bound = loose_bound;
     std::exclusive_scan(ws.n_range.begin(), ws.n_range.end(), ws.n_range.begin(), std::uint32_t{0});
     std::exclusive_scan(ws.n_write.begin(), ws.n_write.end(), ws.n_write.begin(), std::uint32_t{0});
     ranges = ws.n_range[g_count];
     writes = ws.n_write[g_count];
+    ws.writes = writes;
   }
   // The writes in (key, position) order are needed only to patch range ops.
   ::tandem::host::detail::write_list wl;
@@ -301,92 +258,58 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
                      leaf_phase_workspace& workspace) {
   leaf_phase_workspace::buffers& ws = workspace.get();
   routed_batch_view& rt = *in.routes;
-  const std::size_t g_count = rt.groups;
   const std::uint32_t* gb = rt.group_begin;
   const key_type* keys = rt.keys;
   const op_type* types = reinterpret_cast<const op_type*>(rt.types);
-  const bool writes = ws.largest_write_group != 0;
-  if (writes && static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()) > ws.runs.size()) {
-    throw std::logic_error("run_leaf_writes: not in the task arena of run_leaf_reads");  // before any change
-  }
 
   // ---- 3. point ops, one task per leaf group ----------------------------------
-  // Nothing below allocates: the leaves for splits, the run buffers and the
-  // split records were made by run_leaf_reads.
+  // Nothing below allocates: the leaves for splits and the split records
+  // were made by run_leaf_reads; runs of point ops are applied where they
+  // lie in the routed columns, their answers written in place.
   const auto t0 = clock_type::now();
-  for (run_buffers& rb : ws.runs) rb.key_delta = 0;
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, g_count, group_grain),
-                    [&](const tbb::blocked_range<std::size_t>& r) {
-                      run_buffers* rb = nullptr;  // this thread's, once a group has writes
-                      auto prefetch_leaf = [&](std::size_t g) {
-                        if (g < r.end()) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch();
-                      };
-                      for (std::size_t g = r.begin(); g < r.begin() + prefetch_distance; ++g) prefetch_leaf(g);
-                      for (std::size_t g = r.begin(); g < r.end(); ++g) {
-                        prefetch_leaf(g + prefetch_distance);
-                        const std::uint32_t b = gb[g], e = gb[g + 1];
-                        leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
-                        if (in.gets_only || ws.n_write[g] == ws.n_write[g + 1]) {  // no writes in the group
-                          // Reads only: runs of gets merge-joined against the
-                          // leaf that owns them now.
-                          for (std::uint32_t i = b; i < e;) {
-                            if (!in.gets_only && types[i] != op_type::get) {
-                              if (types[i] > op_type::count || in.status[rt.positions[i]] != op_status::ok) {
-                                out.values[i] = 0;
-                                out.found[i] = 0;
-                              }
-                              ++i;
-                              continue;
-                            }
-                            id = store.walk_right(id, keys[i]);
-                            const auto& l = store[id];
-                            std::uint32_t j = i + 1;
-                            while (j < e && keys[j] <= l.high && (in.gets_only || types[j] == op_type::get)) ++j;
-                            l.data.get_sorted(keys + i, j - i, out.values + i, out.found + i);
-                            i = j;
-                          }
-                          continue;
-                        }
-                        // The group's point ops, in runs that fit this
-                        // thread's buffers; each run goes on from the leaf
-                        // where the one before ended.
-                        if (rb == nullptr) {
-                          rb = &ws.runs[static_cast<std::size_t>(tbb::this_task_arena::current_thread_index())];
-                        }
-                        run_buffers& run = *rb;
-                        const std::size_t room = ws.run_room;
-                        for (std::uint32_t i = b; i < e;) {
-                          const std::uint32_t stop = e - i <= room ? e : i + static_cast<std::uint32_t>(room);
-                          run.ops.clear();
-                          run.index.clear();
-                          for (; i < stop; ++i) {
-                            const op_type t = types[i];
-                            if (is_point(t)) {
-                              run.ops.push_back({keys[i], rt.args[i], to_kind(t)});
-                              run.index.push_back(i);
-                            } else if (t > op_type::count || in.status[rt.positions[i]] != op_status::ok) {
-                              out.values[i] = 0;
-                              out.found[i] = 0;
-                            }
-                          }
-                          run.results.resize(run.ops.size());
-                          id = store.apply(id, run.ops.data(), run.ops.size(), run.results.data(), &ws.splits);
-                          std::int64_t delta = 0;
-                          for (std::size_t k = 0; k < run.ops.size(); ++k) {
-                            const point_result& res = run.results[k];
-                            const std::uint32_t at = run.index[k];
-                            out.values[at] = res.found ? res.value : 0;
-                            out.found[at] = res.found;
-                            const op_kind kind = run.ops[k].kind;
-                            if ((kind == op_kind::put || kind == op_kind::insert) && !res.found) ++delta;
-                            if (kind == op_kind::erase && res.found) --delta;
-                          }
-                          run.key_delta += delta;
-                        }
-                      }
-                    });
-  report.key_delta = 0;
-  for (run_buffers& rb : ws.runs) report.key_delta += rb.key_delta;
+  report.key_delta = tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(0, rt.groups, group_grain), std::int64_t{0},
+      [&](const tbb::blocked_range<std::size_t>& r, std::int64_t delta) {
+        auto prefetch_leaf = [&](std::size_t g) {
+          if (g < r.end()) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch();
+        };
+        for (std::size_t g = r.begin(); g < r.begin() + prefetch_distance; ++g) prefetch_leaf(g);
+        for (std::size_t g = r.begin(); g < r.end(); ++g) {
+          prefetch_leaf(g + prefetch_distance);
+          const std::uint32_t b = gb[g], e = gb[g + 1];
+          leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
+          const bool reads_only = in.gets_only || ws.n_write[g] == ws.n_write[g + 1];
+          // Runs of point ops (of gets only, in a group without writes),
+          // merge-joined against the leaf that owns them now; range ops were
+          // answered by the reads, invalid ops get zeros.
+          for (std::uint32_t i = b; i < e;) {
+            if (!in.gets_only && (reads_only ? types[i] != op_type::get : !is_point(types[i]))) {
+              if (types[i] > op_type::count || in.status[rt.positions[i]] != op_status::ok) {
+                out.values[i] = 0;
+                out.found[i] = 0;
+              }
+              ++i;
+              continue;
+            }
+            std::uint32_t j = i + 1;
+            if (reads_only) {
+              id = store.walk_right(id, keys[i]);
+              const auto& l = store[id];
+              while (j < e && keys[j] <= l.high && (in.gets_only || types[j] == op_type::get)) ++j;
+              l.data.get_sorted(keys + i, j - i, out.values + i, out.found + i);
+            } else {
+              while (j < e && is_point(types[j])) ++j;
+              const column_run run{keys + i, rt.args + i, rt.types + i, out.values + i, out.found + i};
+              std::int64_t added = 0;
+              id = store.apply_run(id, run, j - i, &ws.splits, added);
+              delta += added;
+            }
+            i = j;
+          }
+        }
+        return delta;
+      },
+      [](std::int64_t x, std::int64_t y) { return x + y; });
   // Within the capacity reserved for them: no allocation.
   report.splits.assign(ws.splits.records, ws.splits.records + ws.splits.size());
   report.splits_lost = ws.splits.lost();

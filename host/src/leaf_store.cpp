@@ -5,9 +5,9 @@
 namespace tandem::host {
 
 template class basic_leaf_store<bpa>;
-template leaf_id basic_leaf_store<bpa>::apply(leaf_id, const point_op*, std::size_t, point_result*,
-                                              std::vector<split_record>*, apply_path);
-template leaf_id basic_leaf_store<bpa>::apply(leaf_id, const point_op*, std::size_t, point_result*, split_sink*,
-                                              apply_path);
+template leaf_id basic_leaf_store<bpa>::apply_run(leaf_id, const record_run&, std::size_t,
+                                                  std::vector<split_record>*, std::int64_t&, apply_path);
+template leaf_id basic_leaf_store<bpa>::apply_run(leaf_id, const column_run&, std::size_t, split_sink*,
+                                                  std::int64_t&, apply_path);
 
 }  // namespace tandem::host

@@ -88,6 +88,47 @@ struct point_result {
   value_type value;
 };
 
+/// A key-sorted run of point ops and where their results go, as records:
+/// `apply` reads the run through this interface, so that a run given as
+/// columns (`column_run`) is applied where it lies, without a copy.
+struct record_run {
+  const point_op* ops;
+  point_result* results;
+
+  /// Keys lie `key_stride` keys apart from keys().
+  static constexpr std::size_t key_stride = sizeof(point_op) / sizeof(key_type);
+  static_assert(sizeof(point_op) % sizeof(key_type) == 0, "keys of consecutive records lie whole keys apart");
+  [[nodiscard]] const key_type* keys() const noexcept { return &ops->key; }
+  [[nodiscard]] key_type key(std::size_t i) const noexcept { return ops[i].key; }
+  [[nodiscard]] value_type value(std::size_t i) const noexcept { return ops[i].value; }
+  [[nodiscard]] op_kind kind(std::size_t i) const noexcept { return ops[i].kind; }
+  void answer(std::size_t i, bool found, value_type value) const noexcept { results[i] = {found, value}; }
+  [[nodiscard]] record_run advanced(std::size_t k) const noexcept { return {ops + k, results + k}; }
+};
+
+/// The same run as columns: op i is (keys[i], values[i], kinds[i]) (kinds:
+/// the byte of an op_kind), its result goes to found[i] and results[i].
+struct column_run {
+  const key_type* keys_at;
+  const value_type* values;
+  const std::uint8_t* kinds;
+  value_type* results;
+  std::uint8_t* found;
+
+  static constexpr std::size_t key_stride = 1;
+  [[nodiscard]] const key_type* keys() const noexcept { return keys_at; }
+  [[nodiscard]] key_type key(std::size_t i) const noexcept { return keys_at[i]; }
+  [[nodiscard]] value_type value(std::size_t i) const noexcept { return values[i]; }
+  [[nodiscard]] op_kind kind(std::size_t i) const noexcept { return static_cast<op_kind>(kinds[i]); }
+  void answer(std::size_t i, bool f, value_type value) const noexcept {
+    results[i] = value;
+    found[i] = f;
+  }
+  [[nodiscard]] column_run advanced(std::size_t k) const noexcept {
+    return {keys_at + k, values + k, kinds + k, results + k, found + k};
+  }
+};
+
 enum class upsert_status : std::uint8_t { inserted, replaced, full };
 enum class insert_status : std::uint8_t { inserted, present, full };
 
@@ -365,12 +406,16 @@ class basic_bpa {
   /// @return the number of ops applied, a prefix of the run: fewer than `n`
   ///         only when op `[return]` would add a key to a full BPA. The caller
   ///         splits and continues with the rest.
-  std::size_t apply(const point_op* ops, std::size_t n, point_result* results,
-                    apply_path path = apply_path::automatic) {
+  template <class Run>
+  std::size_t apply(const Run& run, std::size_t n, apply_path path = apply_path::automatic) {
     if (path == apply_path::automatic) {
       path = n * merge_crossover >= size_ ? apply_path::merge : apply_path::per_op;
     }
-    return path == apply_path::merge ? apply_merge(ops, n, results) : apply_per_op(ops, n, results);
+    return path == apply_path::merge ? apply_merge(run, n) : apply_per_op(run, n);
+  }
+  std::size_t apply(const point_op* ops, std::size_t n, point_result* results,
+                    apply_path path = apply_path::automatic) {
+    return apply(record_run{ops, results}, n, path);
   }
 
   // ---- whole-leaf operations ----------------------------------------------
@@ -767,33 +812,32 @@ class basic_bpa {
 
   /// One lookup per op, merge-joined against the header like `get_sorted`
   /// (chunks: prefetch every op's likely slot, then apply the ops in order).
-  std::size_t apply_per_op(const point_op* ops, std::size_t n, point_result* results) {
-    static_assert(offsetof(point_op, key) == 0, "guess_chunk reads keys at the start of each op");
+  template <class Run>
+  std::size_t apply_per_op(const Run& run, std::size_t n) {
     std::size_t b = 0;
     slot guesses[lookup_chunk];
     for (std::size_t c = 0; c < n; c += lookup_chunk) {
       const std::size_t m = std::min(n - c, lookup_chunk);
-      b = guess_chunk(&ops[c].key, sizeof(point_op) / sizeof(key_type), m, b, guesses);
+      b = guess_chunk(run.advanced(c).keys(), Run::key_stride, m, b, guesses);
       for (std::size_t i = 0; i < m; ++i) {
-        const point_op& op = ops[c + i];
+        const key_type key = run.key(c + i);
+        const op_kind kind = run.kind(c + i);
         // An earlier op of the chunk may have flushed the log: then the
         // guesses are stale and the key is routed again.
-        slot s = guesses[i].block < 0 ? find_in_blocks(op.key) : find_from_guess(guesses[i], op.key);
-        if (!s.found()) s = find_in_log(op.key);
-        const bool adds = !s.found() && (op.kind == op_kind::put || op.kind == op_kind::insert);
+        slot s = guesses[i].block < 0 ? find_in_blocks(key) : find_from_guess(guesses[i], key);
+        if (!s.found()) s = find_in_log(key);
+        const bool adds = !s.found() && (kind == op_kind::put || kind == op_kind::insert);
         if (adds && size_ == capacity) return c + i;
-        point_result& r = results[c + i];
-        r.found = s.found();
-        r.value = s.found() ? *value_at(s) : 0;
+        run.answer(c + i, s.found(), s.found() ? *value_at(s) : 0);
         if (adds) {
           if (log_size_ == log_capacity) {  // the flush moves keys and block bounds
             for (std::size_t j = i + 1; j < m; ++j) guesses[j].block = -1;
             b = 0;
           }
-          append_to_log(op.key, op.value);
-        } else if (s.found() && op.kind == op_kind::put) {
-          *value_at(s) = op.value;
-        } else if (s.found() && op.kind == op_kind::erase) {
+          append_to_log(key, run.value(c + i));
+        } else if (s.found() && kind == op_kind::put) {
+          *value_at(s) = run.value(c + i);
+        } else if (s.found() && kind == op_kind::erase) {
           erase_at(s);
         }
       }
@@ -803,7 +847,8 @@ class basic_bpa {
 
   /// One pass: merge the sorted contents with the run into a new sorted
   /// array, then redistribute.
-  std::size_t apply_merge(const point_op* ops, std::size_t n, point_result* results) {
+  template <class Run>
+  std::size_t apply_merge(const Run& run, std::size_t n) {
     key_type in_keys[capacity];
     value_type in_values[capacity];
     key_type out_keys[capacity];
@@ -815,7 +860,7 @@ class basic_bpa {
     std::size_t live = m;  // keys held if the merge stopped here
     std::size_t i = 0;
     while (i < n) {
-      const key_type k = ops[i].key;
+      const key_type k = run.key(i);
       while (in < m && in_keys[in] < k) {
         out_keys[out] = in_keys[in];
         out_values[out++] = in_values[in++];
@@ -824,11 +869,9 @@ class basic_bpa {
       value_type value = present ? in_values[in] : 0;
       if (present) ++in;
       bool stopped = false;
-      for (; i < n && ops[i].key == k; ++i) {
-        point_result& r = results[i];
-        r.found = present;
-        r.value = present ? value : 0;
-        switch (ops[i].kind) {
+      for (; i < n && run.key(i) == k; ++i) {
+        run.answer(i, present, present ? value : 0);
+        switch (run.kind(i)) {
           case op_kind::get:
             break;
           case op_kind::put:
@@ -840,9 +883,9 @@ class basic_bpa {
               }
               ++live;
               present = true;
-              value = ops[i].value;
-            } else if (ops[i].kind == op_kind::put) {
-              value = ops[i].value;
+              value = run.value(i);
+            } else if (run.kind(i) == op_kind::put) {
+              value = run.value(i);
             }
             break;
           case op_kind::erase:

@@ -24,9 +24,9 @@
 ///    against its leaf (a merge-join: keys ascend, so each lookup starts
 ///    where the last one ended), in (key, position) order so each key sees
 ///    its ops in batch order; answers are written sequentially. Groups with
-///    writes apply them as sorted runs (leaf_store::apply: full leaves
-///    split, both halves stay with the task) of at most a few thousand ops,
-///    so that each thread's run buffers are sized before the writes start.
+///    writes apply their runs of point ops where they lie in the routed
+///    columns (leaf_store::apply_run over a column_run: full leaves split,
+///    both halves stay with the task).
 ///
 /// Routes from an older inner-layout version are fine: every op follows
 /// right links from its routed leaf to the leaf that owns its key now.
@@ -36,8 +36,7 @@
 /// batch's splits can take (a bound from each group's adds and the store's
 /// count of near-full leaves, see leaf_store::apply; only when it would
 /// reserve much beyond the room there is are the leaves read for a tighter
-/// one), the run buffers of every thread of the arena and the split
-/// records. It may throw std::bad_alloc; the store's contents are then
+/// one) and the split records. It may throw std::bad_alloc; the store's contents are then
 /// unchanged. `run_leaf_writes` (step 3) allocates no memory of its own, so
 /// once it starts every write of the batch happens.
 ///
@@ -147,14 +146,14 @@ struct leaf_phase_report {
 /// @brief Steps 1 and 2 of the leaf phase, then room for step 3 (waits):
 ///        classifies the ops, answers every range op, refuses the scans past
 ///        the output cap, and makes room for the writes (leaves for the
-///        splits, run buffers, split records). Reads the leaves only (an
+///        splits, split records). Reads the leaves only (an
 ///        ordered read may sort a leaf's blocks, which changes no key).
 /// @throws std::bad_alloc with the store's contents unchanged
 void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,
                     leaf_phase_workspace& workspace);
 
 /// @brief Step 3 of the leaf phase (waits), after run_leaf_reads with the
-///        same arguments, in the same task arena: the point ops. Allocates no
+///        same arguments: the point ops. Allocates no
 ///        memory of its own.
 void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,
                      leaf_phase_workspace& workspace);

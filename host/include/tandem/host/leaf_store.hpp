@@ -156,7 +156,17 @@ class basic_leaf_store {
   /// again. Those follow-up splits are at most as many as the others.
   template <class Splits = std::vector<split_record>>
   leaf_id apply(leaf_id id, const point_op* ops, std::size_t n, point_result* results, Splits* splits = nullptr,
-                apply_path path = apply_path::automatic);
+                apply_path path = apply_path::automatic) {
+    std::int64_t added = 0;
+    return apply_run(id, record_run{ops, results}, n, splits, added, path);
+  }
+
+  /// @brief `apply` over a run given as records or columns (bpa.hpp:
+  ///        record_run, column_run), read where it lies.
+  /// @param added gets the keys the run added minus those it erased
+  template <class Run, class Splits>
+  leaf_id apply_run(leaf_id id, const Run& run, std::size_t n, Splits* splits, std::int64_t& added,
+                    apply_path path = apply_path::automatic);
 
   /// Adds the run may make between splits of one leaf (see apply).
   static constexpr std::size_t adds_per_split = Bpa::capacity / 2 - 1;

@@ -103,20 +103,22 @@ split_record basic_leaf_store<Bpa>::split(leaf_id id, std::optional<key_type> ne
 }
 
 template <class Bpa>
-template <class Splits>
-leaf_id basic_leaf_store<Bpa>::apply(leaf_id id, const point_op* ops, std::size_t n, point_result* results,
-                                     Splits* splits, apply_path path) {
+template <class Run, class Splits>
+leaf_id basic_leaf_store<Bpa>::apply_run(leaf_id id, const Run& run, std::size_t n, Splits* splits,
+                                         std::int64_t& added, apply_path path) {
   std::size_t done = 0;
+  added = 0;
   while (done < n) {
-    id = walk_right(id, ops[done].key);
+    id = walk_right(id, run.key(done));
     leaf_type& l = leaves_[id];
     std::size_t end = done;
-    while (end < n && ops[end].key <= l.high) ++end;
-    const bool was = is_near_full(l.data.size());
-    done += l.data.apply(ops + done, end - done, results + done, path);
-    note_fill(was, is_near_full(l.data.size()));
+    while (end < n && run.key(end) <= l.high) ++end;
+    const std::size_t before = l.data.size();
+    done += l.data.apply(run.advanced(done), end - done, path);
+    added += static_cast<std::int64_t>(l.data.size()) - static_cast<std::int64_t>(before);
+    note_fill(is_near_full(before), is_near_full(l.data.size()));
     if (done < end) {  // full: split, continue in the half that owns the next key
-      const split_record s = split(id, ops[done].key);
+      const split_record s = split(id, run.key(done));
       if (splits) splits->push_back(s);
     }
   }
@@ -168,9 +170,9 @@ void basic_leaf_store<Bpa>::verify() const {
 }
 
 extern template class basic_leaf_store<bpa>;
-extern template leaf_id basic_leaf_store<bpa>::apply(leaf_id, const point_op*, std::size_t, point_result*,
-                                                     std::vector<split_record>*, apply_path);
-extern template leaf_id basic_leaf_store<bpa>::apply(leaf_id, const point_op*, std::size_t, point_result*,
-                                                     split_sink*, apply_path);
+extern template leaf_id basic_leaf_store<bpa>::apply_run(leaf_id, const record_run&, std::size_t,
+                                                         std::vector<split_record>*, std::int64_t&, apply_path);
+extern template leaf_id basic_leaf_store<bpa>::apply_run(leaf_id, const column_run&, std::size_t, split_sink*,
+                                                         std::int64_t&, apply_path);
 
 }  // namespace tandem::host
