@@ -39,6 +39,22 @@ constexpr std::size_t group_grain = 16;
 /// A task starts loading a group's leaf header this many groups ahead.
 constexpr std::size_t prefetch_distance = 4;
 
+/// Ops whose lines a task of a batch with writes prefetches ahead of the one
+/// it applies, across the ends of groups (bpa::prefetch_lookups).
+constexpr std::uint32_t lookahead_ops = 32;
+
+/// Gets in flight per task of a gets-only batch, in two stretches: a get's
+/// block and lookup window are found and their lines prefetched
+/// (bpa::start_get) `locate_distance` gets before the key is located
+/// (bpa::locate) and its value line prefetched, where the guess missed it,
+/// and that `read_distance` gets before the value is read. So a task keeps
+/// its cache misses overlapping across the ends of groups, and a value line
+/// the guess missed stalls nothing.
+constexpr std::uint32_t locate_distance = 16;
+constexpr std::uint32_t read_distance = 8;
+constexpr std::uint32_t get_ring = 32;  // >= locate_distance + read_distance, a power of two
+static_assert(get_ring >= locate_distance + read_distance && (get_ring & (get_ring - 1)) == 0);
+
 }  // namespace
 
 struct leaf_phase_workspace::buffers {
@@ -136,6 +152,56 @@ void reserve_for_writes(leaf_store& store, const leaf_phase_input& in, leaf_phas
     report.splits.reserve(bound);
   }
   report.split_bound = bound;
+}
+
+/// Answers the gets of groups [g_begin, g_end) of a gets-only batch in
+/// routed order, in the stretches above; each goes from its routed leaf to
+/// the one that owns it now by right links.
+void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_t g_begin, std::size_t g_end,
+                 const sorted_answers& out) {
+  const routed_batch_view& rt = *in.routes;
+  const key_type* keys = rt.keys;
+  const std::uint32_t* gb = rt.group_begin;
+  struct pending {
+    const bpa* data;
+    bpa::slot slot;  // the guess, then where the key is
+  };
+  pending ring[get_ring];
+  const std::uint32_t first = gb[g_begin], end = gb[g_end];
+  // Gets [first, located) are located, [first, read) answered.
+  std::uint32_t located = first, read = first;
+  auto locate = [&](std::uint32_t i) {
+    pending& p = ring[i % get_ring];
+    p.slot = p.data->locate(p.slot, keys[i]);
+    p.data->prefetch_value(p.slot);
+  };
+  auto answer = [&](std::uint32_t i) {
+    const pending& p = ring[i % get_ring];
+    out.values[i] = p.data->value_of(p.slot);
+    out.found[i] = p.slot.found();
+  };
+  auto prefetch_leaf = [&](std::size_t g) {
+    if (g < g_end) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch();
+  };
+  for (std::size_t g = g_begin; g < g_begin + prefetch_distance; ++g) prefetch_leaf(g);
+  for (std::size_t g = g_begin; g < g_end; ++g) {
+    prefetch_leaf(g + prefetch_distance);
+    leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
+    const leaf_store::leaf_type* l = &store[id];
+    std::size_t block = 0;  // of the last key guessed in this leaf
+    for (std::uint32_t i = gb[g], e = gb[g + 1]; i < e; ++i) {
+      if (keys[i] > l->high) {
+        id = store.walk_right(id, keys[i]);
+        l = &store[id];
+        block = 0;
+      }
+      if (i - located == locate_distance) locate(located++);
+      if (i - read == locate_distance + read_distance) answer(read++);
+      ring[i % get_ring] = {&l->data, l->data.start_get(keys[i], block)};
+    }
+  }
+  for (; located < end; ++located) locate(located);
+  for (; read < end; ++read) answer(read);
 }
 
 }  // namespace
@@ -267,49 +333,65 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
   // were made by run_leaf_reads; runs of point ops are applied where they
   // lie in the routed columns, their answers written in place.
   const auto t0 = clock_type::now();
-  report.key_delta = tbb::parallel_reduce(
-      tbb::blocked_range<std::size_t>(0, rt.groups, group_grain), std::int64_t{0},
-      [&](const tbb::blocked_range<std::size_t>& r, std::int64_t delta) {
-        auto prefetch_leaf = [&](std::size_t g) {
-          if (g < r.end()) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch();
-        };
-        for (std::size_t g = r.begin(); g < r.begin() + prefetch_distance; ++g) prefetch_leaf(g);
-        for (std::size_t g = r.begin(); g < r.end(); ++g) {
-          prefetch_leaf(g + prefetch_distance);
-          const std::uint32_t b = gb[g], e = gb[g + 1];
-          leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
-          const bool reads_only = in.gets_only || ws.n_write[g] == ws.n_write[g + 1];
-          // Runs of point ops (of gets only, in a group without writes),
-          // merge-joined against the leaf that owns them now; range ops were
-          // answered by the reads, invalid ops get zeros.
-          for (std::uint32_t i = b; i < e;) {
-            if (!in.gets_only && (reads_only ? types[i] != op_type::get : !is_point(types[i]))) {
-              if (types[i] > op_type::count || in.status[rt.positions[i]] != op_status::ok) {
-                out.values[i] = 0;
-                out.found[i] = 0;
+  const tbb::blocked_range<std::size_t> all_groups(0, rt.groups, group_grain);
+  if (in.gets_only) {
+    tbb::parallel_for(all_groups,
+                      [&](const tbb::blocked_range<std::size_t>& r) { stream_gets(store, in, r.begin(), r.end(), out); });
+    report.key_delta = 0;
+  } else {
+    report.key_delta = tbb::parallel_reduce(
+        all_groups, std::int64_t{0},
+        [&](const tbb::blocked_range<std::size_t>& r, std::int64_t delta) {
+          // Leaf headers prefetch_distance groups ahead of the lookahead
+          // cursor `ahead`, the lines of the next lookahead_ops ops' lookups
+          // ahead of the group being applied (routed leaves: a prefetch
+          // needs no right links).
+          auto prefetch_leaf = [&](std::size_t g) {
+            if (g < r.end()) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch();
+          };
+          std::size_t ahead = r.begin();
+          for (std::size_t g = r.begin(); g < r.begin() + prefetch_distance; ++g) prefetch_leaf(g);
+          for (std::size_t g = r.begin(); g < r.end(); ++g) {
+            for (; ahead < r.end() && (ahead <= g || gb[ahead] < gb[g + 1] + lookahead_ops); ++ahead) {
+              prefetch_leaf(ahead + prefetch_distance);
+              const std::uint32_t n_ahead = std::min(gb[ahead + 1] - gb[ahead], lookahead_ops);
+              store[in.leaf_ids[rt.group_ordinal[ahead]]].data.prefetch_lookups(keys + gb[ahead], n_ahead);
+            }
+            const std::uint32_t b = gb[g], e = gb[g + 1];
+            leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
+            const bool reads_only = ws.n_write[g] == ws.n_write[g + 1];
+            // Runs of point ops (of gets only, in a group without writes),
+            // merge-joined against the leaf that owns them now; range ops
+            // were answered by the reads, invalid ops get zeros.
+            for (std::uint32_t i = b; i < e;) {
+              if (reads_only ? types[i] != op_type::get : !is_point(types[i])) {
+                if (types[i] > op_type::count || in.status[rt.positions[i]] != op_status::ok) {
+                  out.values[i] = 0;
+                  out.found[i] = 0;
+                }
+                ++i;
+                continue;
               }
-              ++i;
-              continue;
+              std::uint32_t j = i + 1;
+              if (reads_only) {
+                id = store.walk_right(id, keys[i]);
+                const auto& l = store[id];
+                while (j < e && keys[j] <= l.high && types[j] == op_type::get) ++j;
+                l.data.get_sorted(keys + i, j - i, out.values + i, out.found + i);
+              } else {
+                while (j < e && is_point(types[j])) ++j;
+                const column_run run{keys + i, rt.args + i, rt.types + i, out.values + i, out.found + i};
+                std::int64_t added = 0;
+                id = store.apply_run(id, run, j - i, &ws.splits, added);
+                delta += added;
+              }
+              i = j;
             }
-            std::uint32_t j = i + 1;
-            if (reads_only) {
-              id = store.walk_right(id, keys[i]);
-              const auto& l = store[id];
-              while (j < e && keys[j] <= l.high && (in.gets_only || types[j] == op_type::get)) ++j;
-              l.data.get_sorted(keys + i, j - i, out.values + i, out.found + i);
-            } else {
-              while (j < e && is_point(types[j])) ++j;
-              const column_run run{keys + i, rt.args + i, rt.types + i, out.values + i, out.found + i};
-              std::int64_t added = 0;
-              id = store.apply_run(id, run, j - i, &ws.splits, added);
-              delta += added;
-            }
-            i = j;
           }
-        }
-        return delta;
-      },
-      [](std::int64_t x, std::int64_t y) { return x + y; });
+          return delta;
+        },
+        [](std::int64_t x, std::int64_t y) { return x + y; });
+  }
   // Within the capacity reserved for them: no allocation.
   report.splits.assign(ws.splits.records, ws.splits.records + ws.splits.size());
   report.splits_lost = ws.splits.lost();

@@ -258,15 +258,44 @@ class basic_bpa {
   ///        `finish_get`, on the unchanged BPA, compares them (then the log)
   ///        and writes the value and found flag as `get_sorted` does.
   [[nodiscard]] slot start_get(key_type key) const noexcept {
+    std::size_t b = 0;
+    return start_get(key, b);
+  }
+  /// `start_get` for keys visited in ascending order: `b` is the block of
+  /// the previous key (0 for the first), and becomes this key's.
+  [[nodiscard]] slot start_get(key_type key, std::size_t& b) const noexcept {
     slot g;
-    guess_chunk(&key, 1, 1, 0, &g);
+    b = guess_chunk(&key, 1, 1, b, &g);
     return g;
   }
   void finish_get(slot guess, key_type key, value_type* value, std::uint8_t* found) const noexcept {
-    const slot s = find_from_guess(guess, key);
-    const slot t = s.found() ? s : find_in_log(key);
+    const slot t = locate(guess, key);
     *value = t.found() ? *value_at(t) : 0;
     *found = t.found();
+  }
+
+  /// @brief `finish_get` in two steps, for callers that keep many lookups
+  ///        in flight: `locate`, on the unchanged BPA, finds the key of a
+  ///        `start_get` (its block, then the log; not found: index -1),
+  ///        `prefetch_value` starts loading its value (the guess loaded the
+  ///        likely line, often but not always the right one), `value_of`
+  ///        reads it (0 when not found).
+  [[nodiscard]] slot locate(slot guess, key_type key) const noexcept {
+    const slot s = find_from_guess(guess, key);
+    return s.found() ? s : find_in_log(key);
+  }
+  void prefetch_value(slot s) const noexcept {
+    if (s.found()) TANDEM_PREFETCH(value_at(s));
+  }
+  [[nodiscard]] value_type value_of(slot s) const noexcept { return s.found() ? *value_at(s) : 0; }
+
+  /// @brief Starts loading the lines the lookups of `n` ascending keys read
+  ///        (as get_sorted's first pass), looking nothing up: for a caller
+  ///        that will look them up or apply ops to them a little later.
+  void prefetch_lookups(const key_type* keys, std::size_t n) const noexcept {
+    slot guesses[lookup_chunk];
+    std::size_t b = 0;
+    for (std::size_t c = 0; c < n; c += lookup_chunk) b = guess_chunk(keys + c, 1, std::min(n - c, lookup_chunk), b, guesses);
   }
 
   /// @brief Prefetches the BPA's first cache lines: the header and the counts
