@@ -352,7 +352,7 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
           std::size_t ahead = r.begin();
           for (std::size_t g = r.begin(); g < r.begin() + prefetch_distance; ++g) prefetch_leaf(g);
           for (std::size_t g = r.begin(); g < r.end(); ++g) {
-            for (; ahead < r.end() && (ahead <= g || gb[ahead] < gb[g + 1] + lookahead_ops); ++ahead) {
+            for (; ahead < r.end() && (ahead <= g || gb[ahead] < std::uint64_t{gb[g + 1]} + lookahead_ops); ++ahead) {
               prefetch_leaf(ahead + prefetch_distance);
               const std::uint32_t n_ahead = std::min(gb[ahead + 1] - gb[ahead], lookahead_ops);
               store[in.leaf_ids[rt.group_ordinal[ahead]]].data.prefetch_lookups(keys + gb[ahead], n_ahead);
