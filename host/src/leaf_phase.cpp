@@ -43,6 +43,10 @@ constexpr std::size_t prefetch_distance = 4;
 /// it applies, across the ends of groups (bpa::prefetch_lookups).
 constexpr std::uint32_t lookahead_ops = 32;
 
+/// Gets a leaf (a batch's average) from which a gets-only batch is answered
+/// group by group (get_sorted) rather than by the pipeline below.
+constexpr std::size_t dense_gets = 32;
+
 /// Gets in flight per task of a gets-only batch, in two stretches: a get's
 /// block and lookup window are found and their lines prefetched
 /// (bpa::start_get) `locate_distance` gets before the key is located
@@ -334,7 +338,10 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
   // lie in the routed columns, their answers written in place.
   const auto t0 = clock_type::now();
   const tbb::blocked_range<std::size_t> all_groups(0, rt.groups, group_grain);
-  if (in.gets_only) {
+  // A gets-only batch with fewer than dense_gets gets a leaf goes through
+  // the pipeline; denser ones share most lines between neighbouring gets,
+  // and their groups' chunks (get_sorted) already keep many misses in flight.
+  if (in.gets_only && in.n < dense_gets * rt.groups) {
     tbb::parallel_for(all_groups,
                       [&](const tbb::blocked_range<std::size_t>& r) { stream_gets(store, in, r.begin(), r.end(), out); });
     report.key_delta = 0;
@@ -342,16 +349,17 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
     report.key_delta = tbb::parallel_reduce(
         all_groups, std::int64_t{0},
         [&](const tbb::blocked_range<std::size_t>& r, std::int64_t delta) {
-          // Leaf headers prefetch_distance groups ahead of the lookahead
-          // cursor `ahead`, the lines of the next lookahead_ops ops' lookups
-          // ahead of the group being applied (routed leaves: a prefetch
-          // needs no right links).
+          // Leaf headers prefetch_distance groups ahead; with writes, the
+          // lines of the next lookahead_ops ops' lookups ahead of the group
+          // being applied, from the lookahead cursor `ahead` (routed leaves:
+          // a prefetch needs no right links).
           auto prefetch_leaf = [&](std::size_t g) {
             if (g < r.end()) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch();
           };
-          std::size_t ahead = r.begin();
+          std::size_t ahead = in.gets_only ? r.end() : r.begin();
           for (std::size_t g = r.begin(); g < r.begin() + prefetch_distance; ++g) prefetch_leaf(g);
           for (std::size_t g = r.begin(); g < r.end(); ++g) {
+            if (in.gets_only) prefetch_leaf(g + prefetch_distance);
             for (; ahead < r.end() && (ahead <= g || gb[ahead] < std::uint64_t{gb[g + 1]} + lookahead_ops); ++ahead) {
               prefetch_leaf(ahead + prefetch_distance);
               const std::uint32_t n_ahead = std::min(gb[ahead + 1] - gb[ahead], lookahead_ops);
@@ -359,12 +367,12 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
             }
             const std::uint32_t b = gb[g], e = gb[g + 1];
             leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
-            const bool reads_only = ws.n_write[g] == ws.n_write[g + 1];
+            const bool reads_only = in.gets_only || ws.n_write[g] == ws.n_write[g + 1];
             // Runs of point ops (of gets only, in a group without writes),
             // merge-joined against the leaf that owns them now; range ops
             // were answered by the reads, invalid ops get zeros.
             for (std::uint32_t i = b; i < e;) {
-              if (reads_only ? types[i] != op_type::get : !is_point(types[i])) {
+              if (!in.gets_only && (reads_only ? types[i] != op_type::get : !is_point(types[i]))) {
                 if (types[i] > op_type::count || in.status[rt.positions[i]] != op_status::ok) {
                   out.values[i] = 0;
                   out.found[i] = 0;
@@ -376,7 +384,7 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
               if (reads_only) {
                 id = store.walk_right(id, keys[i]);
                 const auto& l = store[id];
-                while (j < e && keys[j] <= l.high && types[j] == op_type::get) ++j;
+                while (j < e && keys[j] <= l.high && (in.gets_only || types[j] == op_type::get)) ++j;
                 l.data.get_sorted(keys + i, j - i, out.values + i, out.found + i);
               } else {
                 while (j < e && is_point(types[j])) ++j;
