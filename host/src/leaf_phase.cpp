@@ -342,8 +342,9 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
   // the pipeline; denser ones share most lines between neighbouring gets,
   // and their groups' chunks (get_sorted) already keep many misses in flight.
   if (in.gets_only && in.n < dense_gets * rt.groups) {
-    tbb::parallel_for(all_groups,
-                      [&](const tbb::blocked_range<std::size_t>& r) { stream_gets(store, in, r.begin(), r.end(), out); });
+    tbb::parallel_for(all_groups, [&](const tbb::blocked_range<std::size_t>& r) {
+      stream_gets(store, in, r.begin(), r.end(), out);
+    });
     report.key_delta = 0;
   } else {
     report.key_delta = tbb::parallel_reduce(
@@ -360,7 +361,8 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
           for (std::size_t g = r.begin(); g < r.begin() + prefetch_distance; ++g) prefetch_leaf(g);
           for (std::size_t g = r.begin(); g < r.end(); ++g) {
             if (in.gets_only) prefetch_leaf(g + prefetch_distance);
-            for (; ahead < r.end() && (ahead <= g || gb[ahead] < std::uint64_t{gb[g + 1]} + lookahead_ops); ++ahead) {
+            const std::uint64_t ahead_end = std::uint64_t{gb[g + 1]} + lookahead_ops;
+            for (; ahead < r.end() && (ahead <= g || gb[ahead] < ahead_end); ++ahead) {
               prefetch_leaf(ahead + prefetch_distance);
               const std::uint32_t n_ahead = std::min(gb[ahead + 1] - gb[ahead], lookahead_ops);
               store[in.leaf_ids[rt.group_ordinal[ahead]]].data.prefetch_lookups(keys + gb[ahead], n_ahead);

@@ -295,7 +295,9 @@ class basic_bpa {
   void prefetch_lookups(const key_type* keys, std::size_t n) const noexcept {
     slot guesses[lookup_chunk];
     std::size_t b = 0;
-    for (std::size_t c = 0; c < n; c += lookup_chunk) b = guess_chunk(keys + c, 1, std::min(n - c, lookup_chunk), b, guesses);
+    for (std::size_t c = 0; c < n; c += lookup_chunk) {
+      b = guess_chunk(keys + c, 1, std::min(n - c, lookup_chunk), b, guesses);
+    }
   }
 
   /// @brief Prefetches the BPA's first cache lines: the header and the counts

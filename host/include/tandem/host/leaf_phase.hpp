@@ -41,9 +41,9 @@
 /// batch's splits can take (a bound from each group's adds and the store's
 /// count of near-full leaves, see leaf_store::apply; only when it would
 /// reserve much beyond the room there is are the leaves read for a tighter
-/// one) and the split records. It may throw std::bad_alloc; the store's contents are then
-/// unchanged. `run_leaf_writes` (step 3) allocates no memory of its own, so
-/// once it starts every write of the batch happens.
+/// one) and the split records. It may throw std::bad_alloc; the store's
+/// contents are then unchanged. `run_leaf_writes` (step 3) allocates no
+/// memory of its own, so once it starts every write of the batch happens.
 ///
 /// Scan output: when the batch's scans would return more than
 /// `max_scan_entries` entries in all, the scans are taken in batch order and
@@ -151,15 +151,14 @@ struct leaf_phase_report {
 /// @brief Steps 1 and 2 of the leaf phase, then room for step 3 (waits):
 ///        classifies the ops, answers every range op, refuses the scans past
 ///        the output cap, and makes room for the writes (leaves for the
-///        splits, split records). Reads the leaves only (an
-///        ordered read may sort a leaf's blocks, which changes no key).
+///        splits, split records). Reads the leaves only (an ordered read
+///        may sort a leaf's blocks, which changes no key).
 /// @throws std::bad_alloc with the store's contents unchanged
 void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,
                     leaf_phase_workspace& workspace);
 
 /// @brief Step 3 of the leaf phase (waits), after run_leaf_reads with the
-///        same arguments: the point ops. Allocates no
-///        memory of its own.
+///        same arguments: the point ops. Allocates no memory of its own.
 void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,
                      leaf_phase_workspace& workspace);
 
