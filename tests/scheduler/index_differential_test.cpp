@@ -142,6 +142,40 @@ TEST(IndexDifferential, SmallBatchPathGivesTheModelsAnswers) {
   }
 }
 
+// An index of full leaves (the writes split them), 3 threads, fanout 16,
+// loaded with `loaded` uniform keys of `key_space`, its model, and batches
+// of gets of present, absent and edge keys with repeats.
+struct gets_index {
+  tandem::index idx;
+  test::index_model model;
+  test::key_source keys;
+
+  static config with_full_leaves(config cfg) {
+    cfg.threads = 3;
+    cfg.fanout = 16;
+    cfg.leaf_fill = 1.0;
+    return cfg;
+  }
+
+  gets_index(const config& cfg, std::size_t key_space, std::size_t loaded, std::uint64_t seed)
+      : idx(with_full_leaves(cfg)), keys(key_pattern::uniform, key_space, seed) {
+    std::vector<entry> pairs(loaded);
+    for (auto& e : pairs) e = {keys(), keys.rng()()};
+    idx.load(pairs);
+    for (const entry& e : pairs) model.data[e.key] = e.value;
+  }
+
+  batch gets(std::size_t n) {
+    static constexpr key_type edges[] = {min_key, 1, max_key - 1, max_key};
+    batch b;
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::uint64_t r = keys.rng()();
+      b.get(r % 16 == 0 ? edges[r / 16 % 4] : r % 16 == 1 ? r : keys());
+    }
+    return b;
+  }
+};
+
 // Batches of gets only, up to config.direct_get_ops and 4 a leaf, are
 // answered directly (each get descends and reads its leaf; no sort, no
 // scatter): gets-only batches of 1 .. 3000 ops (present, absent and edge
@@ -154,26 +188,12 @@ TEST(IndexDifferential, DirectGetsGiveTheModelsAnswers) {
     SCOPED_TRACE(::testing::Message() << "direct_get_ops " << threshold);
     config cfg;
     cfg.direct_get_ops = threshold;
-    cfg.threads = 3;
-    cfg.fanout = 16;
-    cfg.leaf_fill = 1.0;  // full leaves: the writes split them
-    tandem::index idx(cfg);
-    test::index_model model;
-    test::key_source keys(key_pattern::uniform, 400'000, 31 + threshold);
+    gets_index t(cfg, 400'000, 300'000, 31 + threshold);
+    tandem::index& idx = t.idx;
+    test::index_model& model = t.model;
+    test::key_source& keys = t.keys;
     auto& rng = keys.rng();
-    std::vector<entry> pairs(300'000);
-    for (auto& e : pairs) e = {keys(), rng()};
-    idx.load(pairs);
-    for (const entry& e : pairs) model.data[e.key] = e.value;
-    const key_type edges[] = {min_key, 1, max_key - 1, max_key};
-    const auto gets = [&](std::size_t n) {
-      batch b;
-      for (std::size_t k = 0; k < n; ++k) {
-        const std::uint64_t r = rng();
-        b.get(r % 16 == 0 ? edges[r / 16 % 4] : r % 16 == 1 ? r : keys());
-      }
-      return b;
-    };
+    const auto gets = [&](std::size_t n) { return t.gets(n); };
     for (std::size_t round = 0; round < 40; ++round) {
       std::vector<batch> batches;
       std::vector<std::future<batch_result>> results;
@@ -212,41 +232,22 @@ TEST(IndexDifferential, DirectGetsGiveTheModelsAnswers) {
 // with present, absent and edge keys and repeats, against the model.
 TEST(IndexDifferential, SparseAndDenseGetBatchesGiveTheModelsAnswers) {
   config cfg;
-  cfg.direct_get_ops = 0;   // every batch routed
+  cfg.direct_get_ops = 0;    // every batch routed
   cfg.group_commit_ops = 0;  // and run as submitted (gets only stay gets only)
-  cfg.threads = 3;
-  cfg.fanout = 16;
-  cfg.leaf_fill = 1.0;
-  tandem::index idx(cfg);
-  test::index_model model;
-  test::key_source keys(key_pattern::uniform, 200'000, 97);
-  auto& rng = keys.rng();
-  std::vector<entry> pairs(60'000);
-  for (auto& e : pairs) e = {keys(), rng()};
-  idx.load(pairs);
-  for (const entry& e : pairs) model.data[e.key] = e.value;
-  const key_type edges[] = {min_key, 1, max_key - 1, max_key};
-  const auto gets = [&](std::size_t n) {
-    batch b;
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::uint64_t r = rng();
-      b.get(r % 16 == 0 ? edges[r / 16 % 4] : r % 16 == 1 ? r : keys());
-    }
-    return b;
-  };
+  gets_index t(cfg, 200'000, 60'000, 97);
   for (std::size_t round = 0; round < 12; ++round) {
     // ~60 leaves: 150 gets are a few a leaf, 40'000 hundreds.
-    std::vector<batch> batches = {test::random_batch(keys, 2000), gets(150), gets(40'000),
-                                  test::random_batch(keys, 2000), gets(40'000), gets(150)};
+    std::vector<batch> batches = {test::random_batch(t.keys, 2000), t.gets(150), t.gets(40'000),
+                                  test::random_batch(t.keys, 2000), t.gets(40'000), t.gets(150)};
     std::vector<std::future<batch_result>> results;
-    for (const batch& b : batches) results.push_back(idx.submit(b));
+    for (const batch& b : batches) results.push_back(t.idx.submit(b));
     for (std::size_t i = 0; i < batches.size(); ++i) {
-      ASSERT_EQ(model.check(batches[i], results[i].get(), "round " + std::to_string(round)), 0u);
+      ASSERT_EQ(t.model.check(batches[i], results[i].get(), "round " + std::to_string(round)), 0u);
     }
   }
-  EXPECT_NO_THROW(idx.verify());
-  EXPECT_EQ(idx.size(), model.data.size());
-  EXPECT_GT(idx.stats().splits, 0u);
+  EXPECT_NO_THROW(t.idx.verify());
+  EXPECT_EQ(t.idx.size(), t.model.data.size());
+  EXPECT_GT(t.idx.stats().splits, 0u);
 }
 
 }  // namespace
