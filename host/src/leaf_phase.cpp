@@ -171,9 +171,8 @@ void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_
     bpa::slot slot;  // the guess, then where the key is
   };
   pending ring[get_ring];
-  const std::uint32_t first = gb[g_begin], end = gb[g_end];
-  // Gets [first, located) are located, [first, read) answered.
-  std::uint32_t located = first, read = first;
+  // The task's gets before `located` are located, those before `read` answered.
+  std::uint32_t located = gb[g_begin], read = located;
   auto locate = [&](std::uint32_t i) {
     pending& p = ring[i % get_ring];
     p.slot = p.data->locate(p.slot, keys[i]);
@@ -204,8 +203,8 @@ void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_
       ring[i % get_ring] = {&l->data, l->data.start_get(keys[i], block)};
     }
   }
-  for (; located < end; ++located) locate(located);
-  for (; read < end; ++read) answer(read);
+  for (; located < gb[g_end]; ++located) locate(located);
+  for (; read < gb[g_end]; ++read) answer(read);
 }
 
 }  // namespace
