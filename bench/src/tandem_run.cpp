@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -15,6 +17,20 @@
 
 namespace tandem_bench {
 namespace {
+
+/// Found flags (each 0 or 1) set among flags[0..n), eight at a time: the
+/// last batch's count is timed, and 2^24 flags read one by one take ms.
+std::uint64_t count_found(const std::uint8_t* flags, std::size_t n) {
+  std::uint64_t hits = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, flags + i, 8);
+    hits += static_cast<std::uint64_t>(__builtin_popcountll(word));
+  }
+  for (; i < n; ++i) hits += flags[i];
+  return hits;
+}
 
 using clock_type = std::chrono::steady_clock;
 
@@ -159,11 +175,7 @@ tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tand
         if (failure.empty()) failure = "tandem batch " + std::to_string(b) + " failed: " + what_of(c.error);
         continue;
       }
-      std::uint64_t hits = 0;
-      if (const std::uint8_t* found = c.result.found_flags()) {
-        for (std::size_t i = 0; i < c.result.size(); ++i) hits += found[i];
-      }
-      f.run.hits += hits;
+      if (const std::uint8_t* found = c.result.found_flags()) f.run.hits += count_found(found, c.result.size());
       f.run.entries += c.result.scan_entries().size();
       if (!batches[b].empty() && batches[b].front().type == tandem::op_type::count) {  // the count workload
         for (std::size_t i = 0; i < c.result.size(); ++i) f.run.entries += c.result.value(i);

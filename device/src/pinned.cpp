@@ -1,7 +1,12 @@
 #include <tandem/device/pinned.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
+
+#if defined(__linux__)
+#include <unistd.h>
+#endif
 
 #if defined(TANDEM_HAS_CUDA)
 #include <cuda_runtime_api.h>
@@ -15,7 +20,51 @@ namespace {
 constexpr std::size_t header = 64;
 enum class kind : std::uint64_t { pinned = 0x70696e6e6564, ordinary = 0x6f7264696e };
 
+#if defined(TANDEM_HAS_CUDA)
+// Bytes of pinned column blocks given out, and the most there may be.
+std::atomic<std::size_t> column_bytes{0};
+
+std::size_t column_bound() noexcept {
+#if defined(__linux__)
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 4;
+#endif
+  return std::size_t{4} << 30;
+}
+
+void* allocate_column_block(std::size_t bytes) noexcept {
+  static const std::size_t bound = column_bound();
+  if (column_bytes.fetch_add(bytes) + bytes > bound) {
+    column_bytes.fetch_sub(bytes);
+    return nullptr;
+  }
+  void* block = nullptr;
+  if (cudaHostAlloc(&block, bytes, cudaHostAllocPortable) != cudaSuccess) {
+    (void)cudaGetLastError();
+    column_bytes.fetch_sub(bytes);
+    return nullptr;
+  }
+  return block;
+}
+
+void release_column_block(void* block, std::size_t bytes) noexcept {
+  (void)cudaFreeHost(block);
+  column_bytes.fetch_sub(bytes);
+}
+
+const tandem::detail::column_source pinned_columns{&allocate_column_block, &release_column_block};
+#endif
+
 }  // namespace
+
+const tandem::detail::column_source* pinned_column_source() noexcept {
+#if defined(TANDEM_HAS_CUDA)
+  return &pinned_columns;
+#else
+  return nullptr;
+#endif
+}
 
 void* allocate_pinned(std::size_t bytes) {
   void* block = nullptr;

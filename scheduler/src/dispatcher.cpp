@@ -12,6 +12,7 @@
 #include "index_impl.hpp"
 
 #include <tandem/device/device_query.hpp>
+#include <tandem/device/pinned.hpp>
 #include <tandem/error.hpp>
 
 #include <oneapi/tbb/info.h>
@@ -58,6 +59,9 @@ index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
   validate_config(cfg_);
   open_gpu();
   memory_ = gpu_ ? scheduler::memory_kind::pinned : scheduler::memory_kind::ordinary;
+  // From now on large batch columns are pinned: the GPU reads a batch's
+  // keys (args, types) where the caller built them.
+  if (gpu_) tandem::detail::use_column_source(device::pinned_column_source());
   for (route_space& s : spaces_) s.set_kind(memory_);
   answers_ = std::make_shared<scheduler::answer_pool>(memory_);
   auto_share_.store(cfg_.gpu_share < 0);

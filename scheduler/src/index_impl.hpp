@@ -154,7 +154,7 @@ struct prepared {
   route_space* space = nullptr;
   std::shared_ptr<const inner_layout> version;  // the layout its ordinals refer to
   std::shared_ptr<tandem::detail::answer_columns> columns;
-  std::vector<key_type> result_keys;  // the batch's key column, lower_bound keys patched
+  tandem::detail::column<key_type> result_keys;  // the batch's key column, lower_bound keys patched
   std::vector<std::pair<std::size_t, std::string>> errors;  // ops that did not run, by index
   /// A group-commit job's results, one per member, made before the batch's
   /// first write (make_member_results): delivering them allocates nothing.

@@ -20,9 +20,14 @@
 /// (status `output_limit`).
 ///
 /// `index::submit` takes the batch by value: pass it with std::move to hand
-/// its columns over without a copy (the result reuses the key and type
-/// columns); a batch passed as an lvalue is copied and stays the caller's.
+/// its columns over without a copy (the result reuses the key column); a
+/// batch passed as an lvalue is copied and stays the caller's.
+///
+/// Columns of 1 MiB and more live in column memory (core/column_memory.hpp):
+/// blocks freed by earlier batches and results are reused, and once an index
+/// uses a GPU they are page-locked, so the GPU reads the keys directly.
 
+#include <tandem/core/column_memory.hpp>
 #include <tandem/core/types.hpp>
 
 #include <cstddef>
@@ -155,7 +160,7 @@ class batch {
 
   /// @cond internal
   /// The index moves the key column into the result (batch_result::keys).
-  std::vector<key_type>&& take_keys() noexcept { return static_cast<std::vector<key_type>&&>(keys_); }
+  detail::column<key_type>&& take_keys() noexcept { return static_cast<detail::column<key_type>&&>(keys_); }
   /// @endcond
 
  private:
@@ -167,9 +172,9 @@ class batch {
   }
   batch& append(const key_type* keys, const value_type* values, std::size_t n, op_type type);
 
-  std::vector<key_type> keys_;
-  std::vector<std::uint64_t> args_;
-  std::vector<op_type> types_;
+  detail::column<key_type> keys_;
+  detail::column<std::uint64_t> args_;
+  detail::column<op_type> types_;
   std::vector<scan_spec> scans_;
 };
 

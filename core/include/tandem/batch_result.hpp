@@ -30,6 +30,7 @@
 /// last of them is destroyed.
 
 #include <tandem/batch.hpp>
+#include <tandem/core/column_memory.hpp>
 #include <tandem/core/types.hpp>
 
 #include <cstddef>
@@ -165,10 +166,10 @@ class batch_result {
   /// Filled by the index: answer i is answer first + i of `columns` (its
   /// scan_ops numbered the same way), which must hold first + n answers.
   batch_result(std::shared_ptr<detail::answer_columns> columns, std::size_t first, std::size_t n,
-               std::vector<key_type>&& keys)
+               detail::column<key_type>&& keys)
       : columns_(std::move(columns)), keys_(std::move(keys)), first_(first), size_(n) {}
   detail::answer_columns& mutable_columns() noexcept { return *columns_; }
-  std::vector<key_type>& mutable_keys() noexcept { return keys_; }
+  detail::column<key_type>& mutable_keys() noexcept { return keys_; }
   /// The messages of the ops that did not run, sorted by op index (moved
   /// in: nothing is allocated).
   void set_errors(std::vector<std::pair<std::size_t, std::string>>&& errors) noexcept { errors_ = std::move(errors); }
@@ -184,7 +185,7 @@ class batch_result {
   [[nodiscard]] std::uint64_t scan_offset(std::size_t i) const noexcept;
 
   std::shared_ptr<detail::answer_columns> columns_;
-  std::vector<key_type> keys_;
+  detail::column<key_type> keys_;
   std::size_t first_ = 0;  // of this batch's answers in columns_
   std::size_t size_ = 0;
   std::vector<std::pair<std::size_t, std::string>> errors_;  // sorted by op index

@@ -5,6 +5,8 @@
 /// layer, or without a driver, ordinary memory is returned instead, so code
 /// using it runs everywhere.
 
+#include <tandem/core/column_memory.hpp>
+
 #include <cstddef>
 #include <new>
 
@@ -16,5 +18,12 @@ namespace tandem::device {
 [[nodiscard]] void* allocate_pinned(std::size_t bytes);
 /// @brief Frees memory from allocate_pinned (nullptr is fine).
 void free_pinned(void* p) noexcept;
+
+/// @brief The source of pinned batch columns (core/column_memory.hpp):
+///        portable page-locked blocks while the blocks it has given out
+///        stay under a quarter of the machine's memory, then none (the
+///        column cache falls back to ordinary memory). nullptr without the
+///        CUDA layer.
+[[nodiscard]] const tandem::detail::column_source* pinned_column_source() noexcept;
 
 }  // namespace tandem::device
