@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <new>
 #include <stdexcept>
 
@@ -190,16 +191,21 @@ job* index::impl::gather(job* first) {
   std::array<job*, max_group_members> taken;
   std::size_t count = 0;
   std::size_t total = first->ops.size();
+  std::uint64_t output = scan_output_bound(*first);
+  const std::uint64_t cap = cfg_.max_batch_output_bytes == 0 ? std::numeric_limits<std::uint64_t>::max()
+                                                             : cfg_.max_batch_output_bytes;
   taken[count++] = first;
   while (count < max_group_members) {
     job* j = take_next();
     if (!j) break;
-    if (!foldable(*j) || total + j->ops.size() > cfg_.group_commit_ops) {
+    const std::uint64_t more = foldable(*j) ? scan_output_bound(*j) : 0;
+    if (!foldable(*j) || total + j->ops.size() > cfg_.group_commit_ops || more > cap - output) {
       held_.push_front(j);  // runs next, after the batches folded so far
       break;
     }
     taken[count++] = j;
     total += j->ops.size();
+    output += more;
   }
   if (count == 1) return first;
   try {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -171,6 +172,57 @@ TEST(GroupCommit, FoldedTinyBatchesAnswerAsIfRunOneByOne) {
 
 // Results of one folded run share columns: each stays valid alone, after the
 // others and the index are gone.
+// config.max_batch_output_bytes caps each batch's scan output, also when
+// group commit folds batches: a scan is never refused for another batch's
+// entries, and a batch over the cap on its own is refused as it would be
+// alone.
+TEST(GroupCommit, TheOutputCapStaysPerBatch) {
+  config cfg;
+  cfg.threads = 2;
+  cfg.max_batch_output_bytes = 1000 * sizeof(entry);
+  tandem::index idx(cfg);
+  std::vector<entry> pairs;
+  for (std::uint64_t k = 0; k < 5000; ++k) pairs.push_back({k * 10, k});
+  pairs.push_back({max_key, 9});
+  idx.load(pairs);
+  std::promise<void> go;
+  std::shared_future<void> wait = go.get_future().share();
+  batch hold;
+  hold.get(7);
+  idx.submit(hold, [wait](batch_result, std::exception_ptr) { wait.wait(); });
+  std::vector<std::future<batch_result>> scans, gets;
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    batch b;
+    b.scan(i * 10, max_key, 600, i % 2 ? scan_order::unordered : scan_order::ordered);
+    scans.push_back(idx.submit(std::move(b)));
+    batch g;
+    g.get(i * 10).get(max_key);
+    gets.push_back(idx.submit(std::move(g)));
+  }
+  batch over;  // 1200 entries alone: the second scan is refused
+  over.scan(0, max_key, 600).scan(0, max_key, 600);
+  std::future<batch_result> over_result = idx.submit(std::move(over));
+  go.set_value();
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    const batch_result r = scans[i].get();
+    ASSERT_EQ(r.status(0), op_status::ok) << "batch " << i << ": " << r.error(0);
+    const auto entries = r.scan(0);
+    ASSERT_EQ(entries.size(), 600u);
+    std::vector<key_type> got;
+    for (const entry& e : entries) got.push_back(e.key);
+    std::sort(got.begin(), got.end());
+    for (std::size_t e = 0; e < got.size(); ++e) ASSERT_EQ(got[e], (i + e) * 10);
+    const batch_result g = gets[i].get();
+    EXPECT_TRUE(g.found(0));
+    EXPECT_EQ(g.value(1), 9u);
+  }
+  const batch_result r = over_result.get();
+  EXPECT_EQ(r.status(0), op_status::ok);
+  EXPECT_EQ(r.scan(0).size(), 600u);
+  EXPECT_EQ(r.status(1), op_status::output_limit);
+  EXPECT_GT(idx.stats().grouped_batches, 0u) << "scan batches still fold with batches of gets";
+}
+
 TEST(GroupCommit, ResultsOutliveTheirSiblingsAndTheIndex) {
   std::vector<batch_result> kept;
   {
