@@ -137,6 +137,11 @@ struct pointer_output {
 /// Answers range ops on the pre-batch state, patched with earlier writes.
 class range_reader {
  public:
+  /// Scans of at least this many entries (1 MiB) write them past the caches
+  /// (put_entry): a batch of them outgrows the caches anyway, and streaming
+  /// stores skip reading every output line before writing it.
+  static constexpr std::uint64_t stream_entries = std::uint64_t{1} << 16;
+
   range_reader(const leaf_store& store, const write_list& writes) : store_(store), w_(writes) {}
 
   /// Ordered: pushes to `out` the first `limit` entries with lo <= key <= hi
@@ -281,9 +286,15 @@ class range_reader {
   /// `out`: the ordered scan when no write of the batch lies in its range
   /// and `n` is its capped pre-batch count.
   void stream_ordered(leaf_id start, key_type lo, std::uint64_t n, entry* out) const {
+    const bool stream = n >= stream_entries;
     for (leaf_id id = store_.walk_right(start, lo); n != 0 && id != no_leaf; id = store_[id].right) {
-      n -= store_[id].data.iterate(lo, n, [&](key_type k, value_type v) { *out++ = entry{k, v}; });
+      const auto& l = store_[id];
+      if (l.right != no_leaf && n > l.data.size()) store_[l.right].prefetch();  // the next leaf's first lines
+      const std::size_t wrote = stream ? l.data.copy_ordered<true>(lo, n, out) : l.data.copy_ordered(lo, n, out);
+      out += wrote;
+      n -= wrote;
     }
+    if (stream) stream_fence();
   }
 
   /// Writes the `n` smallest entries with lo <= key <= hi to `out` in no
@@ -292,12 +303,23 @@ class range_reader {
   /// entries are wanted, is selected through `spill`.
   void stream_unordered(leaf_id start, key_type lo, key_type hi, std::uint64_t n, entry* out,
                         entry_vector& spill) const {
+    const bool stream = n >= stream_entries;
+    struct fence_at_end {
+      bool on;
+      ~fence_at_end() {
+        if (on) stream_fence();
+      }
+    } fence{stream};
     for (leaf_id id = store_.walk_right(start, lo); n != 0 && id != no_leaf; id = store_[id].right) {
       const auto& l = store_[id];
       const key_type a = std::max(lo, l.low), b = std::min(hi, l.high);
       const std::uint64_t c = a == l.low && b == l.high ? l.data.size() : l.data.count(a, b);
       if (c <= n) {
-        l.data.map(a, b, [&](key_type k, value_type v) { *out++ = entry{k, v}; });
+        if (stream) {
+          l.data.map(a, b, [&](key_type k, value_type v) { put_entry<true>(out++, k, v); });
+        } else {
+          l.data.map(a, b, [&](key_type k, value_type v) { *out++ = entry{k, v}; });
+        }
         n -= c;
         continue;
       }

@@ -331,6 +331,49 @@ TYPED_TEST(BpaTest, RangesMatchModel) {
   }
 }
 
+// copy_ordered writes what iterate visits, from any key and with any limit:
+// on a BPA as inserts leave it (log, unsorted blocks), after sort(), and as
+// bulk load leaves it (empty log, sorted blocks: the straight block copies),
+// with the edge keys in it.
+TYPED_TEST(BpaTest, CopyOrderedEqualsIterate) {
+  using B = TypeParam;
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, B::capacity / 2 + 1, B::capacity}) {
+    auto b = this->make();
+    const auto model = this->fill(*b, n, 17 + n);
+    std::mt19937_64 rng(n + 3);
+    for (const int state : {0, 1, 2}) {
+      if (state == 1) b->sort();  // the log stays: iterate's path
+      if (state == 2) {           // as bulk load leaves it: empty log, sorted blocks
+        std::vector<key_type> keys;
+        std::vector<value_type> values;
+        for (const auto& [k, v] : model) {
+          keys.push_back(k);
+          values.push_back(v);
+        }
+        b->assign_sorted(keys.data(), values.data(), keys.size());
+      }
+      std::vector<key_type> froms = {min_key, 1, max_key - 1, max_key};
+      for (int i = 0; i < 30; ++i) {
+        froms.push_back(!model.empty() && i % 2 ? std::next(model.begin(), static_cast<long>(rng() % model.size()))->first
+                                                : rng());
+      }
+      for (const key_type from : froms) {
+        for (const std::size_t limit : {std::size_t{0}, std::size_t{1}, std::size_t{7}, n, n + 3}) {
+          std::vector<entry> want;
+          b->iterate(from, limit, [&](key_type k, value_type v) { want.push_back({k, v}); });
+          std::vector<entry> got(limit + 1, entry{42, 42});
+          const std::size_t wrote = b->copy_ordered(from, limit, got.data());
+          ASSERT_EQ(wrote, want.size()) << "from " << from << " limit " << limit << " state " << state;
+          EXPECT_EQ(got[wrote].key, 42u) << "wrote past its count";
+          got.resize(wrote);
+          ASSERT_EQ(got, want) << "from " << from << " limit " << limit << " state " << state;
+        }
+      }
+    }
+    EXPECT_NO_THROW(b->verify());
+  }
+}
+
 TYPED_TEST(BpaTest, AssignExtractAndSplit) {
   using B = TypeParam;
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2}, B::capacity}) {

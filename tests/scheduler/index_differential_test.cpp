@@ -284,4 +284,43 @@ TEST(IndexDifferential, WideCountsAmongManyWrites) {
   EXPECT_NO_THROW(idx.verify());
 }
 
+// Scans long enough to write their entries past the caches (2^16 entries
+// and more, ordered and unordered), over leaves as bulk load leaves them and
+// as inserts and erases leave them, from and to the edge keys, with limits
+// cutting them off inside a leaf; in batches that also write outside and
+// inside their ranges.
+TEST(IndexDifferential, LongScansGiveTheModelsEntries) {
+  test::key_source keys(key_pattern::uniform, 400'000, 5151);
+  auto& rng = keys.rng();
+  tandem::index idx;
+  test::index_model model;
+  std::vector<entry> pairs(300'000);
+  for (auto& e : pairs) e = {keys(), rng()};
+  pairs.push_back({min_key, 1});
+  pairs.push_back({max_key, 2});
+  idx.load(pairs);
+  for (const auto& e : pairs) model.data[e.key] = e.value;
+  for (int round = 0; round < 4; ++round) {
+    batch b;
+    for (int i = 0; i < 12; ++i) {
+      const key_type lo = i % 4 == 0 ? min_key : keys();
+      const key_type hi = i % 3 == 0 ? max_key : lo + (max_key - lo) / (2 + rng() % 4);
+      const std::uint64_t limit = i % 2 ? max_scan_limit : (std::uint64_t{1} << 16) + rng() % 100'000;
+      b.scan(lo, hi, limit, i % 4 < 2 ? scan_order::ordered : scan_order::unordered);
+    }
+    if (round >= 2) {  // writes in the batch: some scans see them, later ones too
+      for (int i = 0; i < 5'000; ++i) {
+        if (rng() % 2) {
+          b.put(keys(), rng());
+        } else {
+          b.erase(keys());
+        }
+      }
+      b.scan(min_key, max_key, max_scan_limit).scan(min_key, max_key, max_scan_limit, scan_order::unordered);
+    }
+    ASSERT_EQ(model.check(b, idx.execute(b), "round " + std::to_string(round)), 0u);
+  }
+  EXPECT_NO_THROW(idx.verify());
+}
+
 }  // namespace

@@ -63,11 +63,39 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <string>
 #include <type_traits>
 #include <utility>
 
 namespace tandem::host {
+
+/// @brief Writes entry{k, v} to *o. With Stream and a 16-byte aligned `o`,
+///        by a non-temporal store: past the caches, without first reading
+///        the line, for output too large to stay cached (then an sfence
+///        must follow before other threads read it: stream_fence).
+template <bool Stream>
+inline void put_entry(entry* o, key_type k, value_type v) noexcept {
+#if defined(__SSE2__)
+  if constexpr (Stream) {
+    if ((reinterpret_cast<std::uintptr_t>(o) & 15) == 0) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(o),
+                       _mm_set_epi64x(static_cast<long long>(v), static_cast<long long>(k)));
+      return;
+    }
+  }
+#endif
+  *o = entry{k, v};
+}
+
+/// Orders the non-temporal stores of put_entry before later stores.
+inline void stream_fence() noexcept {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
 
 /// The point operations a leaf applies in a run.
 enum class op_kind : std::uint8_t { get, put, insert, erase };
@@ -378,6 +406,34 @@ class basic_bpa {
     }
     for (; li < log_size_; ++li) {
       if (!visit(lk[li], lv[li])) return emitted;
+    }
+    return emitted;
+  }
+
+  /// @brief `iterate` into an array: the first `limit` entries with key >=
+  ///        `from`, ascending, written to out[0..) (with Stream, past the
+  ///        caches: put_entry). A BPA with an empty log and every block
+  ///        sorted (as `sort()` and bulk load leave it) is copied block by
+  ///        block in straight loops.
+  /// @return the number of entries written.
+  template <bool Stream = false>
+  std::size_t copy_ordered(key_type from, std::size_t limit, entry* out) const noexcept {
+    const std::uint64_t used = block_count_ >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << block_count_) - 1;
+    if (log_size_ != 0 || (sorted_mask_ & used) != used) {
+      return iterate(from, limit, [&](key_type k, value_type v) { put_entry<Stream>(out++, k, v); });
+    }
+    std::size_t emitted = 0;
+    const std::size_t first = route(from);
+    for (std::size_t b = first; b < block_count_ && emitted < limit; ++b) {
+      const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
+      const key_type* keys = block_keys_[b];
+      const value_type* values = block_values_[b];
+      // Later blocks hold only keys above their bound, which is above `from`.
+      const std::size_t i = b == first ? static_cast<std::size_t>(std::lower_bound(keys, keys + n, from) - keys) : 0;
+      const std::size_t m = std::min(n - i, limit - emitted);
+      entry* o = out + emitted;
+      for (std::size_t j = 0; j < m; ++j) put_entry<Stream>(o + j, keys[i + j], values[i + j]);
+      emitted += m;
     }
     return emitted;
   }
