@@ -315,7 +315,9 @@ class range_reader {
       const key_type a = std::max(lo, l.low), b = std::min(hi, l.high);
       const std::uint64_t c = a == l.low && b == l.high ? l.data.size() : l.data.count(a, b);
       if (c <= n) {
-        if (stream) {
+        if (l.data.all_sorted()) {  // in key order as it lies (the first c from a are those up to b)
+          out += stream ? l.data.copy_ordered<true>(a, c, out) : l.data.copy_ordered(a, c, out);
+        } else if (stream) {
           l.data.map(a, b, [&](key_type k, value_type v) { put_entry<true>(out++, k, v); });
         } else {
           l.data.map(a, b, [&](key_type k, value_type v) { *out++ = entry{k, v}; });

@@ -410,6 +410,13 @@ class basic_bpa {
     return emitted;
   }
 
+  /// @return whether the log is empty and every block sorted (as `sort()`
+  ///        and bulk load leave a BPA): ordered reads copy it as it lies.
+  [[nodiscard]] bool all_sorted() const noexcept {
+    const std::uint64_t used = block_count_ >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << block_count_) - 1;
+    return log_size_ == 0 && (sorted_mask_ & used) == used;
+  }
+
   /// @brief `iterate` into an array: the first `limit` entries with key >=
   ///        `from`, ascending, written to out[0..) (with Stream, past the
   ///        caches: put_entry). A BPA with an empty log and every block
@@ -418,8 +425,7 @@ class basic_bpa {
   /// @return the number of entries written.
   template <bool Stream = false>
   std::size_t copy_ordered(key_type from, std::size_t limit, entry* out) const noexcept {
-    const std::uint64_t used = block_count_ >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << block_count_) - 1;
-    if (log_size_ != 0 || (sorted_mask_ & used) != used) {
+    if (!all_sorted()) {
       return iterate(from, limit, [&](key_type k, value_type v) { put_entry<Stream>(out++, k, v); });
     }
     std::size_t emitted = 0;
