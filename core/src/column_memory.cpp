@@ -49,14 +49,7 @@ std::size_t size_class(std::size_t bytes) {
 }
 
 /// Free bytes the cache keeps: an eighth of the machine's memory.
-std::size_t default_bound() noexcept {
-#if defined(__linux__)
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0) return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 8;
-#endif
-  return std::size_t{1} << 30;
-}
+std::size_t default_bound() noexcept { return physical_memory_bytes() / 8; }
 
 struct free_block {
   block_header* block;
@@ -154,6 +147,15 @@ column_cache_state& cache() {
 }
 
 }  // namespace
+
+std::size_t physical_memory_bytes() noexcept {
+#if defined(__linux__)
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
+#endif
+  return std::size_t{8} << 30;
+}
 
 const column_source* use_column_source(const column_source* source) noexcept {
   const column_source* previous = cache().use(source ? source : &ordinary);

@@ -4,10 +4,6 @@
 #include <cstdint>
 #include <cstdlib>
 
-#if defined(__linux__)
-#include <unistd.h>
-#endif
-
 #if defined(TANDEM_HAS_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -24,17 +20,8 @@ enum class kind : std::uint64_t { pinned = 0x70696e6e6564, ordinary = 0x6f726469
 // Bytes of pinned column blocks given out, and the most there may be.
 std::atomic<std::size_t> column_bytes{0};
 
-std::size_t column_bound() noexcept {
-#if defined(__linux__)
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0) return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 4;
-#endif
-  return std::size_t{4} << 30;
-}
-
 void* allocate_column_block(std::size_t bytes) noexcept {
-  static const std::size_t bound = column_bound();
+  static const std::size_t bound = tandem::detail::physical_memory_bytes() / 4;
   if (column_bytes.fetch_add(bytes) + bytes > bound) {
     column_bytes.fetch_sub(bytes);
     return nullptr;

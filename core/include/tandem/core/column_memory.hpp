@@ -56,6 +56,9 @@ const column_source* use_column_source(const column_source* source) noexcept;
 ///        beyond the cache's bound, to its source.
 void release_column(void* p, std::size_t bytes) noexcept;
 
+/// @return the machine's memory in bytes (8 GiB when it cannot be read).
+[[nodiscard]] std::size_t physical_memory_bytes() noexcept;
+
 /// What the cache holds (for tests and stats).
 struct column_cache_counts {
   std::size_t free_blocks = 0;
