@@ -61,7 +61,9 @@ struct config {
   /// one batch of at most this many ops (each still takes effect in queue
   /// order, sees the writes of the ones before it, gets its own answers and
   /// its own sequence number), so many clients with small batches share the
-  /// fixed costs of one. Batches of more ops run alone. 0: never fold.
+  /// fixed costs of one. Batches of more ops run alone, and batches are
+  /// folded only while their scans' limits fit max_batch_output_bytes
+  /// together (the cap stays per batch). 0: never fold.
   std::size_t group_commit_ops = std::size_t{1} << 16;
   /// Microseconds the dispatcher keeps looking for the next batch before it
   /// sleeps: a batch submitted within it starts without a wake-up. 0: sleep
