@@ -66,8 +66,9 @@ class column_cache_state {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       source = source_;
+      // Every cached block is of the current source (release and use keep it so).
       for (std::size_t i = 0; i < free_.size(); ++i) {
-        if (free_[i].bytes == size && free_[i].block->source == source) {
+        if (free_[i].bytes == size) {
           block_header* h = free_[i].block;
           free_[i] = free_.back();
           free_.pop_back();
