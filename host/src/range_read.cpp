@@ -297,6 +297,16 @@ class range_reader {
     if (stream) stream_fence();
   }
 
+  /// The `c` entries of leaf `l` in [a, b] (all it holds there) to `out`:
+  /// in key order as they lie when its blocks are sorted (the first c from
+  /// `a` are those up to `b`), else as `map` visits them. @return the end.
+  template <bool Stream>
+  static entry* copy_leaf_range(const leaf& l, key_type a, key_type b, std::uint64_t c, entry* out) {
+    if (l.data.all_sorted()) return out + l.data.copy_ordered<Stream>(a, c, out);
+    l.data.map(a, b, [&](key_type k, value_type v) { put_entry<Stream>(out++, k, v); });
+    return out;
+  }
+
   /// Writes the `n` smallest entries with lo <= key <= hi to `out` in no
   /// particular order (same conditions as stream_ordered). Whole leaves are
   /// copied as they lie; only the last leaf, where fewer than all of its
@@ -304,24 +314,12 @@ class range_reader {
   void stream_unordered(leaf_id start, key_type lo, key_type hi, std::uint64_t n, entry* out,
                         entry_vector& spill) const {
     const bool stream = n >= stream_entries;
-    struct fence_at_end {
-      bool on;
-      ~fence_at_end() {
-        if (on) stream_fence();
-      }
-    } fence{stream};
     for (leaf_id id = store_.walk_right(start, lo); n != 0 && id != no_leaf; id = store_[id].right) {
       const auto& l = store_[id];
       const key_type a = std::max(lo, l.low), b = std::min(hi, l.high);
       const std::uint64_t c = a == l.low && b == l.high ? l.data.size() : l.data.count(a, b);
       if (c <= n) {
-        if (l.data.all_sorted()) {  // in key order as it lies (the first c from a are those up to b)
-          out += stream ? l.data.copy_ordered<true>(a, c, out) : l.data.copy_ordered(a, c, out);
-        } else if (stream) {
-          l.data.map(a, b, [&](key_type k, value_type v) { put_entry<true>(out++, k, v); });
-        } else {
-          l.data.map(a, b, [&](key_type k, value_type v) { *out++ = entry{k, v}; });
-        }
+        out = stream ? copy_leaf_range<true>(l, a, b, c, out) : copy_leaf_range<false>(l, a, b, c, out);
         n -= c;
         continue;
       }
@@ -332,6 +330,7 @@ class range_reader {
       std::copy(spill.begin(), nth, out);
       n = 0;
     }
+    if (stream) stream_fence();
   }
 
   /// Change of the number of keys in [lo, hi] made by the writes before
