@@ -48,8 +48,7 @@ void run_against_model(tandem::index& idx, key_pattern pattern, std::uint64_t se
   auto& rng = keys.rng();
   std::vector<entry> pairs(20'000);
   for (auto& e : pairs) e = {keys(), rng()};
-  idx.load(pairs);
-  for (const auto& e : pairs) model.data[e.key] = e.value;
+  model.load(idx, pairs);
   for (std::size_t b = 0; b < batches; ++b) {
     before_batch(b);
     const batch bt = test::random_batch(keys, test::random_batch_size(rng, 100'000));

@@ -47,8 +47,7 @@ std::size_t run(const run_params& p, std::uint64_t seed, std::size_t target_ops)
   // Load: unsorted pairs with duplicates; the later pair wins.
   std::vector<entry> pairs(20'000 + rng() % 20'000);
   for (auto& e : pairs) e = {keys(), rng()};
-  idx.load(pairs);
-  for (const auto& e : pairs) model.data[e.key] = e.value;
+  model.load(idx, pairs);
   EXPECT_EQ(idx.size(), model.data.size());
 
   std::size_t ops = 0;
@@ -263,8 +262,7 @@ TEST(IndexDifferential, WideCountsAmongManyWrites) {
   test::index_model model;
   std::vector<entry> pairs(10'000);
   for (auto& e : pairs) e = {keys(), rng()};
-  idx.load(pairs);
-  for (const auto& e : pairs) model.data[e.key] = e.value;
+  model.load(idx, pairs);
   for (int round = 0; round < 3; ++round) {
     batch b;
     for (int i = 0; i < 20'000; ++i) {
@@ -298,8 +296,7 @@ TEST(IndexDifferential, LongScansGiveTheModelsEntries) {
   for (auto& e : pairs) e = {keys(), rng()};
   pairs.push_back({min_key, 1});
   pairs.push_back({max_key, 2});
-  idx.load(pairs);
-  for (const auto& e : pairs) model.data[e.key] = e.value;
+  model.load(idx, pairs);
   for (int round = 0; round < 4; ++round) {
     batch b;
     for (int i = 0; i < 12; ++i) {

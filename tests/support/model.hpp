@@ -16,6 +16,12 @@ namespace tandem::test {
 
 class index_model : public map_model {
  public:
+  /// Loads `pairs` into `idx` and into the model (a later pair wins).
+  void load(tandem::index& idx, const std::vector<entry>& pairs) {
+    idx.load(pairs);
+    for (const auto& e : pairs) data[e.key] = e.value;
+  }
+
   /// Replays `b` and compares every answer with `r`; returns the number of
   /// mismatching ops (and reports each with gtest).
   std::size_t check(const batch& b, const batch_result& r, const std::string& where = {}) {
