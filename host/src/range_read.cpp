@@ -271,7 +271,7 @@ class range_reader {
     key_type last = hi;
     for (leaf_id id = store_.walk_right(start, lo); id != no_leaf; id = store_[id].right) {
       const auto& l = store_[id];
-      c += lo <= l.low && l.high <= hi ? l.data.size() : l.data.count(lo, hi);
+      c += lo <= l.low && l.high <= hi ? l.data.size() : l.data.count(lo, hi, cap - c);
       if (l.high >= hi) break;
       if (c >= cap) {
         last = l.high;
@@ -298,11 +298,11 @@ class range_reader {
   }
 
   /// The `c` entries of leaf `l` in [a, b] (all it holds there) to `out`:
-  /// in key order as they lie when its blocks are sorted (the first c from
+  /// in key order when its log and blocks are sorted (the first c from
   /// `a` are those up to `b`), else as `map` visits them. @return the end.
   template <bool Stream>
   static entry* copy_leaf_range(const leaf& l, key_type a, key_type b, std::uint64_t c, entry* out) {
-    if (l.data.all_sorted()) return out + l.data.copy_ordered<Stream>(a, c, out);
+    if (l.data.sorted()) return out + l.data.copy_ordered<Stream>(a, c, out);
     l.data.map(a, b, [&](key_type k, value_type v) { put_entry<Stream>(out++, k, v); });
     return out;
   }
@@ -498,12 +498,22 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
         case op_type::scan: {
           const scan_spec& spec = in.scan_at(p);
           scan_buffers::slice& s = scratch.slices[i];
+          s.lo = lo[p];
+          s.hi = hi[p];
+          s.ordered = spec.order == scan_order::ordered;
           // Without writes of the batch where the scan reads, the pre-batch
           // state is the answer and its size is known now.
           key_type reach = hi[p];
           const std::uint64_t before =
               spec.limit == 0 ? 0 : reader.count_before(o.leaf, lo[p], hi[p], spec.limit, &reach);
-          if (spec.limit == 0 || w.first_above(reach) == w.first_at_or_above(lo[p])) {
+          const std::size_t first_write = w.first_at_or_above(lo[p]);
+          bool untouched = spec.limit == 0 || w.first_above(reach) == first_write;
+          if (!untouched && before >= spec.limit && w.key[first_write] > lo[p]) {
+            // A leaf is coarse: the scan's `limit` entries may all lie below
+            // the first key the batch writes in its range.
+            untouched = reader.count_before(o.leaf, lo[p], w.key[first_write] - 1, spec.limit) >= spec.limit;
+          }
+          if (untouched) {
             s.count = std::min<std::uint64_t>(before, spec.limit);
           } else {
             merge_output out(buffer, capped ? &budget : nullptr);
@@ -512,9 +522,12 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
             if (!merged) reader.ordered(o.leaf, lo[p], hi[p], spec.limit, p, out);
             const std::uint64_t seen = out.seen();
             if (out.finish()) {
-              s = {&buffer.entries, out.base(), out.kept(), 0, false};
+              s.buffer = &buffer.entries;
+              s.offset = out.base();
+              s.count = out.kept();
             } else {
-              s = {nullptr, 0, seen, 0, true};
+              s.count = seen;
+              s.deferred = true;
             }
           }
           scratch.op_of[in.scan_slot[p]] = static_cast<std::uint32_t>(i);
@@ -607,13 +620,14 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   }
   result.scan_entries.resize(total);
 
-  // Pass 3: the entries, each scan straight into its place.
+  // Pass 3: the entries, each scan straight into its place. The scans go
+  // in key order, as the range ops lie: scans that start in one leaf run
+  // one after another and find its lines in the cache.
   entry* const dest = result.scan_entries.data();
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, slots), [&](const tbb::blocked_range<std::size_t>& r) {
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ranges), [&](const tbb::blocked_range<std::size_t>& r) {
     entry_vector& spill = scratch.spill.local();
-    for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
-      const std::uint32_t i = scratch.op_of[slot];
-      if (i == none) continue;
+    for (std::size_t i = r.begin(); i < r.end(); ++i) {
+      if (rg[i].type != op_type::scan) continue;
       const scan_buffers::slice& s = scratch.slices[i];
       if (s.count == 0) continue;
       entry* out = dest + s.dest;
@@ -624,11 +638,11 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
       const range_op& o = rg[i];
       if (s.deferred) {  // merged again, in key order (a valid order for an unordered scan too)
         pointer_output at{out};
-        reader.ordered(o.leaf, lo[o.pos], hi[o.pos], s.count, o.pos, at);
-      } else if (in.scan_at(o.pos).order == scan_order::ordered) {
-        reader.stream_ordered(o.leaf, lo[o.pos], s.count, out);
+        reader.ordered(o.leaf, s.lo, s.hi, s.count, o.pos, at);
+      } else if (s.ordered) {
+        reader.stream_ordered(o.leaf, s.lo, s.count, out);
       } else {
-        reader.stream_unordered(o.leaf, lo[o.pos], hi[o.pos], s.count, out, spill);
+        reader.stream_unordered(o.leaf, s.lo, s.hi, s.count, out, spill);
       }
     }
   });

@@ -311,6 +311,16 @@ TYPED_TEST(BpaTest, RangesMatchModel) {
       std::vector<entry> want;
       for (auto it = model.lower_bound(lo); it != model.end() && it->first <= hi; ++it) want.push_back({it->first, it->second});
       EXPECT_EQ(b->count(lo, hi), want.size());
+      for (std::size_t cap : {std::size_t{1}, std::size_t{5}, want.size(), want.size() + 1}) {
+        // Capped: exact below the cap, at least the cap otherwise.
+        const std::size_t c = b->count(lo, hi, cap);
+        if (want.size() < cap) {
+          EXPECT_EQ(c, want.size()) << "cap " << cap;
+        } else {
+          EXPECT_GE(c, cap) << "cap " << cap;
+          EXPECT_LE(c, want.size()) << "cap " << cap;
+        }
+      }
       std::vector<entry> mapped;
       b->map(lo, hi, [&](key_type k, value_type v) { mapped.push_back({k, v}); });
       std::sort(mapped.begin(), mapped.end(), [](const entry& x, const entry& y) { return x.key < y.key; });

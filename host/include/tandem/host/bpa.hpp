@@ -62,6 +62,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -410,36 +411,66 @@ class basic_bpa {
     return emitted;
   }
 
-  /// @return whether the log is empty and every block sorted (as `sort()`
-  ///        and bulk load leave a BPA): ordered reads copy it as it lies.
-  [[nodiscard]] bool all_sorted() const noexcept {
+  /// @return whether the log and every block are sorted (as `sort()` and
+  ///        bulk load leave a BPA): ordered reads copy it as it lies.
+  [[nodiscard]] bool sorted() const noexcept {
     const std::uint64_t used = block_count_ >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << block_count_) - 1;
-    return log_size_ == 0 && (sorted_mask_ & used) == used;
+    return log_sorted_ && (sorted_mask_ & used) == used;
   }
 
   /// @brief `iterate` into an array: the first `limit` entries with key >=
   ///        `from`, ascending, written to out[0..) (with Stream, past the
-  ///        caches: put_entry). A BPA with an empty log and every block
-  ///        sorted (as `sort()` and bulk load leave it) is copied block by
-  ///        block in straight loops.
+  ///        caches: put_entry). A BPA whose log and blocks are sorted (as
+  ///        `sort()` and bulk load leave it) is copied block by block in
+  ///        straight loops; the log's keys are merged into the block whose
+  ///        bounds hold them.
   /// @return the number of entries written.
   template <bool Stream = false>
   std::size_t copy_ordered(key_type from, std::size_t limit, entry* out) const noexcept {
-    if (!all_sorted()) {
+    if (!sorted()) {
       return iterate(from, limit, [&](key_type k, value_type v) { put_entry<Stream>(out++, k, v); });
     }
+    // Where `from` goes in the sorted log and first block: counted, not
+    // bisected, so that their lines are read at once rather than one
+    // cache miss after another.
+    auto below = [from](const key_type* keys, std::size_t n) {
+      std::size_t c = 0;
+      for (std::size_t j = 0; j < n; ++j) c += keys[j] < from;
+      return c;
+    };
+    const std::size_t log_n = std::min<std::size_t>(log_size_, log_capacity);
+    std::size_t li = below(log_keys_, log_n);
     std::size_t emitted = 0;
     const std::size_t first = route(from);
-    for (std::size_t b = first; b < block_count_ && emitted < limit; ++b) {
+    const std::size_t blocks = std::min<std::size_t>(block_count_, num_blocks);
+    for (std::size_t b = first; b < blocks && emitted < limit; ++b) {
       const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
       const key_type* keys = block_keys_[b];
       const value_type* values = block_values_[b];
       // Later blocks hold only keys above their bound, which is above `from`.
-      const std::size_t i = b == first ? static_cast<std::size_t>(std::lower_bound(keys, keys + n, from) - keys) : 0;
-      const std::size_t m = std::min(n - i, limit - emitted);
+      std::size_t i = b == first ? below(keys, n) : 0;
+      // The log's keys below the next block's bound go with this block.
+      const std::size_t lj =
+          b + 1 < blocks
+              ? static_cast<std::size_t>(std::lower_bound(log_keys_ + li, log_keys_ + log_n, header_[b + 1]) - log_keys_)
+              : log_n;
       entry* o = out + emitted;
-      for (std::size_t j = 0; j < m; ++j) put_entry<Stream>(o + j, keys[i + j], values[i + j]);
-      emitted += m;
+      if (li == lj) {
+        const std::size_t m = std::min(n - i, limit - emitted);
+        for (std::size_t j = 0; j < m; ++j) put_entry<Stream>(o + j, keys[i + j], values[i + j]);
+        emitted += m;
+        continue;
+      }
+      while (emitted < limit && (i < n || li < lj)) {
+        if (li < lj && (i == n || log_keys_[li] < keys[i])) {
+          put_entry<Stream>(out + emitted++, log_keys_[li], log_values_[li]);
+          ++li;
+        } else {
+          put_entry<Stream>(out + emitted++, keys[i], values[i]);
+          ++i;
+        }
+      }
+      li = lj;
     }
     return emitted;
   }
@@ -474,10 +505,12 @@ class basic_bpa {
     }
   }
 
-  /// @return the number of keys with lo <= key <= hi. Requires lo <= hi.
-  [[nodiscard]] std::size_t count(key_type lo, key_type hi) const noexcept {
+  /// @return the number of keys with lo <= key <= hi, or, once the blocks
+  ///         alone hold `cap` of them, some number >= cap (the rest and the
+  ///         log unread). Requires lo <= hi.
+  [[nodiscard]] std::size_t count(key_type lo, key_type hi,
+                                  std::size_t cap = std::numeric_limits<std::size_t>::max()) const noexcept {
     std::size_t c = 0;
-    for (std::size_t i = 0; i < log_size_; ++i) c += (log_keys_[i] >= lo) & (log_keys_[i] <= hi);
     const std::size_t first = route(lo);
     const std::size_t last = route(hi);
     for (std::size_t b = first; b <= last; ++b) {
@@ -488,7 +521,9 @@ class basic_bpa {
         const key_type* keys = block_keys_[b];
         for (std::size_t i = 0; i < n; ++i) c += (keys[i] >= lo) & (keys[i] <= hi);
       }
+      if (c >= cap) return c;
     }
+    for (std::size_t i = 0; i < log_size_; ++i) c += (log_keys_[i] >= lo) & (log_keys_[i] <= hi);
     return c;
   }
 

@@ -57,6 +57,8 @@ struct scan_buffers {
     std::size_t count = 0;                 ///< entries of the scan
     std::size_t dest = 0;                  ///< first entry in the result's scan_entries
     bool deferred = false;                 ///< merged again in place (buffer is null)
+    bool ordered = true;                   ///< the scan's order (scan_order::ordered)
+    key_type lo = 0, hi = 0;               ///< the scan's bounds (pass 3 reads no batch column)
   };
   /// A worker's merge buffer and the entries of the output cap it holds
   /// (taken in chunks, kept for the worker's next scans).
