@@ -134,6 +134,12 @@ struct pointer_output {
   void push(key_type k, value_type v) noexcept { *at++ = entry{k, v}; }
 };
 
+/// Scans of at most this many entries are merged into their worker's buffer
+/// in pass 1 instead of counted there and copied from the leaves in pass 3.
+constexpr std::uint64_t short_scan_entries = 256;
+/// Range ops between an op and the later one whose lines it prefetches.
+constexpr std::size_t prefetch_distance = 8;
+
 /// Answers range ops on the pre-batch state, patched with earlier writes.
 class range_reader {
  public:
@@ -297,6 +303,22 @@ class range_reader {
     if (stream) stream_fence();
   }
 
+  /// Writes to `out` the first entries, at most `limit`, with lo <= key <=
+  /// bound in the pre-batch state, in key order. @return how many.
+  std::uint64_t copy_below(leaf_id start, key_type lo, key_type bound, std::uint64_t limit, entry* out) const {
+    std::uint64_t n = 0;
+    for (leaf_id id = store_.walk_right(start, lo); n < limit && id != no_leaf; id = store_[id].right) {
+      const auto& l = store_[id];
+      entry* const from = out + n;
+      entry* const end = from + l.data.copy_ordered(lo, limit - n, from);
+      // The copy is in key order: drop what lies past `bound`.
+      n += static_cast<std::uint64_t>(
+          std::upper_bound(from, end, bound, [](key_type k, const entry& e) { return k < e.key; }) - from);
+      if (l.high >= bound) break;
+    }
+    return n;
+  }
+
   /// The `c` entries of leaf `l` in [a, b] (all it holds there) to `out`:
   /// in key order when its log and blocks are sorted (the first c from
   /// `a` are those up to `b`), else as `map` visits them. @return the end.
@@ -360,6 +382,35 @@ class range_reader {
   const leaf_store& store_;
   const write_list& w_;
 };
+
+/// Pass 1 of a short scan (at most short_scan_entries) that reads below
+/// the batch's first write in its range: its entries are copied to the
+/// worker's buffer from the pre-batch leaves, one visit, and `s` points at
+/// them. @return false (nothing kept) when the scan reaches a written key or
+/// the output cap has no room: it goes the general way.
+bool copy_short_scan(const range_reader& reader, leaf_id leaf, key_type lo, key_type hi, std::uint64_t limit,
+                     const write_list& w, std::size_t first_write, scan_buffers::merge_buffer& buffer,
+                     output_budget* budget, scan_buffers::slice& s) {
+  const bool clean = first_write == w.first_above(hi);  // no write of the batch in [lo, hi]
+  if (!clean && w.key[first_write] == lo) return false;
+  merge_output out(buffer, budget);
+  if (!out.room(limit)) return false;
+  entry_vector& entries = out.entries();
+  const std::size_t base = entries.size();
+  entries.resize(base + limit);
+  const std::uint64_t got =
+      reader.copy_below(leaf, lo, clean ? hi : w.key[first_write] - 1, limit, entries.data() + base);
+  // Complete: `limit` entries below the first write, or all of [lo, hi].
+  if (got != limit && !clean) {
+    entries.resize(base);
+    return false;
+  }
+  entries.resize(base + got);
+  s.buffer = &entries;
+  s.offset = base;
+  s.count = got;
+  return true;
+}
 
 /// Fenwick tree over the ranks of the batch's distinct written keys.
 class fenwick {
@@ -482,6 +533,24 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ranges), [&](const tbb::blocked_range<std::size_t>& r) {
     scan_buffers::merge_buffer& buffer = scratch.buffers.local();
     for (std::size_t i = r.begin(); i < r.end(); ++i) {
+      // The range ops go in key order, their batch columns lie in batch
+      // order: later ops' columns and leaves are fetched ahead, so that
+      // their cache misses overlap.
+      if (i + 2 * prefetch_distance < r.end()) {
+        const std::uint32_t q = rg[i + 2 * prefetch_distance].pos;
+        TANDEM_PREFETCH(lo + q);
+        TANDEM_PREFETCH(hi + q);
+        TANDEM_PREFETCH(in.scan_slot + q);
+      }
+      if (i + prefetch_distance < r.end()) {
+        const range_op& ahead = rg[i + prefetch_distance];
+        if (ahead.type == op_type::scan) TANDEM_PREFETCH(&in.scan_at(ahead.pos));
+        store[ahead.leaf].prefetch();
+      }
+      if (i + prefetch_distance / 2 < r.end()) {
+        const range_op& ahead = rg[i + prefetch_distance / 2];
+        store[ahead.leaf].data.prefetch_range(lo[ahead.pos]);
+      }
       const range_op& o = rg[i];
       const std::uint32_t p = o.pos;
       switch (o.type) {
@@ -501,33 +570,38 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
           s.lo = lo[p];
           s.hi = hi[p];
           s.ordered = spec.order == scan_order::ordered;
-          // Without writes of the batch where the scan reads, the pre-batch
-          // state is the answer and its size is known now.
-          key_type reach = hi[p];
-          const std::uint64_t before =
-              spec.limit == 0 ? 0 : reader.count_before(o.leaf, lo[p], hi[p], spec.limit, &reach);
           const std::size_t first_write = w.first_at_or_above(lo[p]);
-          bool untouched = spec.limit == 0 || w.first_above(reach) == first_write;
-          if (!untouched && before >= spec.limit && w.key[first_write] > lo[p]) {
-            // A leaf is coarse: the scan's `limit` entries may all lie below
-            // the first key the batch writes in its range.
-            untouched = reader.count_before(o.leaf, lo[p], w.key[first_write] - 1, spec.limit) >= spec.limit;
-          }
-          if (untouched) {
-            s.count = std::min<std::uint64_t>(before, spec.limit);
-          } else {
-            merge_output out(buffer, capped ? &budget : nullptr);
-            const bool merged = spec.order == scan_order::unordered &&
-                                reader.unordered(o.leaf, lo[p], hi[p], spec.limit, p, out);
-            if (!merged) reader.ordered(o.leaf, lo[p], hi[p], spec.limit, p, out);
-            const std::uint64_t seen = out.seen();
-            if (out.finish()) {
-              s.buffer = &buffer.entries;
-              s.offset = out.base();
-              s.count = out.kept();
+          const bool copied = spec.limit != 0 && spec.limit <= short_scan_entries &&
+                              copy_short_scan(reader, o.leaf, lo[p], hi[p], spec.limit, w, first_write,
+                                              buffer, capped ? &budget : nullptr, s);
+          if (!copied) {
+            // Without writes of the batch where the scan reads, the
+            // pre-batch state is the answer and its size is known now.
+            key_type reach = hi[p];
+            const std::uint64_t before =
+                spec.limit == 0 ? 0 : reader.count_before(o.leaf, lo[p], hi[p], spec.limit, &reach);
+            bool untouched = spec.limit == 0 || w.first_above(reach) == first_write;
+            if (!untouched && before >= spec.limit && w.key[first_write] > lo[p]) {
+              // A leaf is coarse: the scan's `limit` entries may all lie
+              // below the first key the batch writes in its range.
+              untouched = reader.count_before(o.leaf, lo[p], w.key[first_write] - 1, spec.limit) >= spec.limit;
+            }
+            if (untouched) {
+              s.count = std::min<std::uint64_t>(before, spec.limit);
             } else {
-              s.count = seen;
-              s.deferred = true;
+              merge_output out(buffer, capped ? &budget : nullptr);
+              const bool merged = spec.order == scan_order::unordered &&
+                                  reader.unordered(o.leaf, lo[p], hi[p], spec.limit, p, out);
+              if (!merged) reader.ordered(o.leaf, lo[p], hi[p], spec.limit, p, out);
+              const std::uint64_t seen = out.seen();
+              if (out.finish()) {
+                s.buffer = &buffer.entries;
+                s.offset = out.base();
+                s.count = out.kept();
+              } else {
+                s.count = seen;
+                s.deferred = true;
+              }
             }
           }
           scratch.op_of[in.scan_slot[p]] = static_cast<std::uint32_t>(i);

@@ -329,6 +329,16 @@ class basic_bpa {
     }
   }
 
+  /// @brief Starts loading the lines an ordered read from `from` reads
+  ///        first: the keys and values of the block that holds it.
+  void prefetch_range(key_type from) const noexcept {
+    const std::size_t b = route(from);
+    for (std::size_t i = 0; i < block_capacity; i += 64 / sizeof(key_type)) {
+      TANDEM_PREFETCH(block_keys_[b] + i);
+      TANDEM_PREFETCH(block_values_[b] + i);
+    }
+  }
+
   /// @brief Prefetches the BPA's first cache lines: the header and the counts
   ///        every lookup reads first.
   void prefetch_header() const noexcept {
