@@ -544,7 +544,12 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
       }
       if (i + prefetch_distance < r.end()) {
         const range_op& ahead = rg[i + prefetch_distance];
-        if (ahead.type == op_type::scan) TANDEM_PREFETCH(&in.scan_at(ahead.pos));
+        if (ahead.type == op_type::scan) {
+          const std::uint32_t slot = in.scan_slot[ahead.pos];
+          TANDEM_PREFETCH(&b.scans()[slot]);
+          TANDEM_PREFETCH(&scratch.op_of[slot]);
+          TANDEM_PREFETCH(&scratch.slot_count[slot]);
+        }
         store[ahead.leaf].prefetch();
       }
       if (i + prefetch_distance / 2 < r.end()) {
@@ -694,14 +699,22 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   }
   result.scan_entries.resize(total);
 
-  // Pass 3: the entries, each scan straight into its place. The scans go
-  // in key order, as the range ops lie: scans that start in one leaf run
-  // one after another and find its lines in the cache.
+  // Pass 3: the entries, each scan straight into its place. In batch order,
+  // so the result fills front to back; a short scan's entries come from its
+  // worker's buffer (fetched a few scans ahead), a long one's from the leaves.
   entry* const dest = result.scan_entries.data();
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ranges), [&](const tbb::blocked_range<std::size_t>& r) {
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, slots), [&](const tbb::blocked_range<std::size_t>& r) {
     entry_vector& spill = scratch.spill.local();
-    for (std::size_t i = r.begin(); i < r.end(); ++i) {
-      if (rg[i].type != op_type::scan) continue;
+    for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
+      if (slot + prefetch_distance < r.end()) {
+        const std::uint32_t ahead = scratch.op_of[slot + prefetch_distance];
+        if (ahead != none) {
+          const scan_buffers::slice& a = scratch.slices[ahead];
+          if (a.buffer != nullptr) TANDEM_PREFETCH(a.buffer->data() + a.offset);
+        }
+      }
+      const std::uint32_t i = scratch.op_of[slot];
+      if (i == none) continue;
       const scan_buffers::slice& s = scratch.slices[i];
       if (s.count == 0) continue;
       entry* out = dest + s.dest;
