@@ -31,6 +31,9 @@
 /// (DESIGN: leaf phase); the const operations (`get`, `lower_bound`,
 /// `iterate`, `map`, `count`) may run concurrently with each other.
 ///
+/// The longer members' bodies are in detail/bpa.inl; the runs `apply` takes,
+/// and `put_entry`, in point_run.hpp.
+///
 /// Storage, as a pseudo-struct (L = LogSize, B = NumBlocks, S = BlockSize):
 ///
 ///     struct bpa {
@@ -58,105 +61,18 @@
 #include <tandem/core/macros.hpp>
 #include <tandem/core/types.hpp>
 #include <tandem/error.hpp>
+#include <tandem/host/point_run.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <optional>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <string>
 #include <type_traits>
 #include <utility>
 
 namespace tandem::host {
-
-/// @brief Writes entry{k, v} to *o. With Stream and a 16-byte aligned `o`,
-///        by a non-temporal store: past the caches, without first reading
-///        the line, for output too large to stay cached (then an sfence
-///        must follow before other threads read it: stream_fence).
-template <bool Stream>
-inline void put_entry(entry* o, key_type k, value_type v) noexcept {
-#if defined(__SSE2__)
-  if constexpr (Stream) {
-    if ((reinterpret_cast<std::uintptr_t>(o) & 15) == 0) {
-      _mm_stream_si128(reinterpret_cast<__m128i*>(o),
-                       _mm_set_epi64x(static_cast<long long>(v), static_cast<long long>(k)));
-      return;
-    }
-  }
-#endif
-  *o = entry{k, v};
-}
-
-/// Orders the non-temporal stores of put_entry before later stores.
-inline void stream_fence() noexcept {
-#if defined(__SSE2__)
-  _mm_sfence();
-#endif
-}
-
-/// The point operations a leaf applies in a run.
-enum class op_kind : std::uint8_t { get, put, insert, erase };
-
-/// One point operation of a key-sorted run.
-struct point_op {
-  key_type key;
-  value_type value;  ///< for put and insert; ignored otherwise
-  op_kind kind;
-};
-
-/// Result of one point operation: whether the key was present just before
-/// the operation, and its value then (0 when absent). So a get reports the
-/// value, a put the value it replaced, an insert that found the key the value
-/// it kept (`found == false` means it inserted), an erase the value it erased.
-struct point_result {
-  bool found;
-  value_type value;
-};
-
-/// A key-sorted run of point ops and where their results go, as records:
-/// `apply` reads the run through this interface, so that a run given as
-/// columns (`column_run`) is applied where it lies, without a copy.
-struct record_run {
-  const point_op* ops;
-  point_result* results;
-
-  /// Keys lie `key_stride` keys apart from keys().
-  static constexpr std::size_t key_stride = sizeof(point_op) / sizeof(key_type);
-  static_assert(sizeof(point_op) % sizeof(key_type) == 0, "keys of consecutive records lie whole keys apart");
-  [[nodiscard]] const key_type* keys() const noexcept { return &ops->key; }
-  [[nodiscard]] key_type key(std::size_t i) const noexcept { return ops[i].key; }
-  [[nodiscard]] value_type value(std::size_t i) const noexcept { return ops[i].value; }
-  [[nodiscard]] op_kind kind(std::size_t i) const noexcept { return ops[i].kind; }
-  void answer(std::size_t i, bool found, value_type value) const noexcept { results[i] = {found, value}; }
-  [[nodiscard]] record_run advanced(std::size_t k) const noexcept { return {ops + k, results + k}; }
-};
-
-/// The same run as columns: op i is (keys[i], values[i], kinds[i]) (kinds:
-/// the byte of an op_kind), its result goes to found[i] and results[i].
-struct column_run {
-  const key_type* keys_at;
-  const value_type* values;
-  const std::uint8_t* kinds;
-  value_type* results;
-  std::uint8_t* found;
-
-  static constexpr std::size_t key_stride = 1;
-  [[nodiscard]] const key_type* keys() const noexcept { return keys_at; }
-  [[nodiscard]] key_type key(std::size_t i) const noexcept { return keys_at[i]; }
-  [[nodiscard]] value_type value(std::size_t i) const noexcept { return values[i]; }
-  [[nodiscard]] op_kind kind(std::size_t i) const noexcept { return static_cast<op_kind>(kinds[i]); }
-  void answer(std::size_t i, bool f, value_type value) const noexcept {
-    results[i] = value;
-    found[i] = f;
-  }
-  [[nodiscard]] column_run advanced(std::size_t k) const noexcept {
-    return {keys_at + k, values + k, kinds + k, results + k, found + k};
-  }
-};
 
 enum class upsert_status : std::uint8_t { inserted, replaced, full };
 enum class insert_status : std::uint8_t { inserted, present, full };
@@ -348,28 +264,7 @@ class basic_bpa {
   }
 
   /// @return the smallest entry with key >= `key` in this BPA, or nothing.
-  [[nodiscard]] std::optional<entry> lower_bound(key_type key) const noexcept {
-    std::optional<entry> best;
-    for (std::size_t i = 0; i < log_size_; ++i) {
-      if (log_keys_[i] >= key && (!best || log_keys_[i] < best->key)) best = entry{log_keys_[i], log_values_[i]};
-    }
-    for (std::size_t b = route(key); b < block_count_; ++b) {
-      const key_type* keys = block_keys_[b];
-      bool hit = false;
-      std::size_t at = 0;
-      for (std::size_t i = 0; i < block_size_[b]; ++i) {
-        if (keys[i] >= key && (!hit || keys[i] < keys[at])) {
-          hit = true;
-          at = i;
-        }
-      }
-      if (hit) {
-        if (!best || keys[at] < best->key) best = entry{keys[at], block_values_[b][at]};
-        break;  // later blocks hold only larger keys
-      }
-    }
-    return best;
-  }
+  [[nodiscard]] std::optional<entry> lower_bound(key_type key) const noexcept;
 
   // ---- ranges ---------------------------------------------------------------
 
@@ -380,46 +275,7 @@ class basic_bpa {
   ///       is not sorted is sorted in a local copy. Call `sort()` first when
   ///       the BPA will be iterated repeatedly.
   template <class F>
-  std::size_t iterate(key_type from, std::size_t limit, F&& f) const {
-    if (limit == 0 || size_ == 0) return 0;
-    std::size_t emitted = 0;
-    auto visit = [&](key_type k, value_type v) -> bool {
-      ++emitted;
-      if constexpr (std::is_same_v<std::invoke_result_t<F&, key_type, value_type>, void>) {
-        f(k, v);
-        return emitted < limit;
-      } else {
-        return static_cast<bool>(f(k, v)) && emitted < limit;
-      }
-    };
-    key_type lk_copy[log_capacity];
-    value_type lv_copy[log_capacity];
-    const key_type* lk = log_keys_;
-    const value_type* lv = log_values_;
-    // (the min() only tells the compiler what the invariants already say)
-    sorted_view(lk, lv, std::min<std::size_t>(log_size_, log_capacity), log_sorted_, lk_copy, lv_copy);
-    std::size_t li = static_cast<std::size_t>(std::lower_bound(lk, lk + log_size_, from) - lk);
-    key_type bk_copy[block_capacity];
-    value_type bv_copy[block_capacity];
-    for (std::size_t b = route(from); b < block_count_; ++b) {
-      const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
-      const key_type* keys = block_keys_[b];
-      const value_type* values = block_values_[b];
-      sorted_view(keys, values, n, sorted_mask_ >> b & 1, bk_copy, bv_copy);
-      std::size_t i = static_cast<std::size_t>(std::lower_bound(keys, keys + n, from) - keys);
-      for (; i < n; ++i) {
-        while (li < log_size_ && lk[li] < keys[i]) {
-          if (!visit(lk[li], lv[li])) return emitted;
-          ++li;
-        }
-        if (!visit(keys[i], values[i])) return emitted;
-      }
-    }
-    for (; li < log_size_; ++li) {
-      if (!visit(lk[li], lv[li])) return emitted;
-    }
-    return emitted;
-  }
+  std::size_t iterate(key_type from, std::size_t limit, F&& f) const;
 
   /// @return whether the log and every block are sorted (as `sort()` and
   ///        bulk load leave a BPA): ordered reads copy it as it lies.
@@ -436,54 +292,7 @@ class basic_bpa {
   ///        bounds hold them.
   /// @return the number of entries written.
   template <bool Stream = false>
-  std::size_t copy_ordered(key_type from, std::size_t limit, entry* out) const noexcept {
-    if (!sorted()) {
-      return iterate(from, limit, [&](key_type k, value_type v) { put_entry<Stream>(out++, k, v); });
-    }
-    // Where `from` goes in the sorted log and first block: counted, not
-    // bisected, so that their lines are read at once rather than one
-    // cache miss after another.
-    auto below = [from](const key_type* keys, std::size_t n) {
-      std::size_t c = 0;
-      for (std::size_t j = 0; j < n; ++j) c += keys[j] < from;
-      return c;
-    };
-    const std::size_t log_n = std::min<std::size_t>(log_size_, log_capacity);
-    std::size_t li = below(log_keys_, log_n);
-    std::size_t emitted = 0;
-    const std::size_t first = route(from);
-    const std::size_t blocks = std::min<std::size_t>(block_count_, num_blocks);
-    for (std::size_t b = first; b < blocks && emitted < limit; ++b) {
-      const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
-      const key_type* keys = block_keys_[b];
-      const value_type* values = block_values_[b];
-      // Later blocks hold only keys above their bound, which is above `from`.
-      std::size_t i = b == first ? below(keys, n) : 0;
-      // The log's keys below the next block's bound go with this block.
-      const std::size_t lj =
-          b + 1 < blocks
-              ? static_cast<std::size_t>(std::lower_bound(log_keys_ + li, log_keys_ + log_n, header_[b + 1]) - log_keys_)
-              : log_n;
-      entry* o = out + emitted;
-      if (li == lj) {
-        const std::size_t m = std::min(n - i, limit - emitted);
-        for (std::size_t j = 0; j < m; ++j) put_entry<Stream>(o + j, keys[i + j], values[i + j]);
-        emitted += m;
-        continue;
-      }
-      while (emitted < limit && (i < n || li < lj)) {
-        if (li < lj && (i == n || log_keys_[li] < keys[i])) {
-          put_entry<Stream>(out + emitted++, log_keys_[li], log_values_[li]);
-          ++li;
-        } else {
-          put_entry<Stream>(out + emitted++, keys[i], values[i]);
-          ++i;
-        }
-      }
-      li = lj;
-    }
-    return emitted;
-  }
+  std::size_t copy_ordered(key_type from, std::size_t limit, entry* out) const noexcept;
 
   /// @brief Sorts the log and every block in place (contents unchanged), so
   ///        that later `iterate` calls copy nothing.
@@ -495,47 +304,13 @@ class basic_bpa {
   /// @brief Calls `f(key, value)` for every entry with lo <= key <= hi, in no
   ///        particular order. No sorting. Requires lo <= hi.
   template <class F>
-  void map(key_type lo, key_type hi, F&& f) const {
-    for (std::size_t i = 0; i < log_size_; ++i) {
-      if (log_keys_[i] >= lo && log_keys_[i] <= hi) f(log_keys_[i], log_values_[i]);
-    }
-    const std::size_t first = route(lo);
-    const std::size_t last = route(hi);
-    for (std::size_t b = first; b <= last; ++b) {
-      const key_type* keys = block_keys_[b];
-      const value_type* values = block_values_[b];
-      const std::size_t n = block_size_[b];
-      if (b != first && b != last) {  // inside [lo, hi] by the header bounds
-        for (std::size_t i = 0; i < n; ++i) f(keys[i], values[i]);
-      } else {
-        for (std::size_t i = 0; i < n; ++i) {
-          if (keys[i] >= lo && keys[i] <= hi) f(keys[i], values[i]);
-        }
-      }
-    }
-  }
+  void map(key_type lo, key_type hi, F&& f) const;
 
   /// @return the number of keys with lo <= key <= hi, or, once the blocks
   ///         alone hold `cap` of them, some number >= cap (the rest and the
   ///         log unread). Requires lo <= hi.
   [[nodiscard]] std::size_t count(key_type lo, key_type hi,
-                                  std::size_t cap = std::numeric_limits<std::size_t>::max()) const noexcept {
-    std::size_t c = 0;
-    const std::size_t first = route(lo);
-    const std::size_t last = route(hi);
-    for (std::size_t b = first; b <= last; ++b) {
-      const std::size_t n = block_size_[b];
-      if (b != first && b != last) {
-        c += n;
-      } else {
-        const key_type* keys = block_keys_[b];
-        for (std::size_t i = 0; i < n; ++i) c += (keys[i] >= lo) & (keys[i] <= hi);
-      }
-      if (c >= cap) return c;
-    }
-    for (std::size_t i = 0; i < log_size_; ++i) c += (log_keys_[i] >= lo) & (log_keys_[i] <= hi);
-    return c;
-  }
+                                  std::size_t cap = std::numeric_limits<std::size_t>::max()) const noexcept;
 
   // ---- runs ---------------------------------------------------------------
 
@@ -560,54 +335,12 @@ class basic_bpa {
 
   /// @brief Replaces the contents with `n` entries sorted by strictly
   ///        increasing key, spread evenly over the blocks. Requires n <= capacity.
-  void assign_sorted(const key_type* keys, const value_type* values, std::size_t n) noexcept {
-    const std::size_t blocks = std::clamp<std::size_t>(n, 1, num_blocks);
-    const std::size_t per = n / blocks;
-    const std::size_t extra = n % blocks;
-    std::size_t at = 0;
-    for (std::size_t b = 0; b < blocks; ++b) {
-      const std::size_t m = per + (b < extra ? 1 : 0);
-      std::copy(keys + at, keys + at + m, block_keys_[b]);
-      std::copy(values + at, values + at + m, block_values_[b]);
-      block_size_[b] = static_cast<std::uint16_t>(m);
-      header_[b] = m ? keys[at] : max_key;
-      at += m;
-    }
-    for (std::size_t b = blocks; b < num_blocks; ++b) {
-      header_[b] = max_key;
-      block_size_[b] = 0;
-    }
-    block_count_ = static_cast<std::uint16_t>(blocks);
-    sorted_mask_ = ~std::uint64_t{0};
-    log_size_ = 0;
-    log_sorted_ = true;
-    size_ = static_cast<std::uint32_t>(n);
-    verify_if_enabled();
-  }
+  void assign_sorted(const key_type* keys, const value_type* values, std::size_t n) noexcept;
 
   /// @brief Writes every entry in ascending key order to `keys`/`values`
   ///        (each with room for size() entries).
   /// @note Sorts the log and the blocks in place.
-  void extract_sorted(key_type* keys, value_type* values) {
-    sort_log();
-    std::size_t out = 0;
-    std::size_t li = 0;
-    for (std::size_t b = 0; b < block_count_; ++b) {
-      sort_block(b);
-      for (std::size_t i = 0; i < block_size_[b]; ++i) {
-        while (li < log_size_ && log_keys_[li] < block_keys_[b][i]) {
-          keys[out] = log_keys_[li];
-          values[out++] = log_values_[li++];
-        }
-        keys[out] = block_keys_[b][i];
-        values[out++] = block_values_[b][i];
-      }
-    }
-    for (; li < log_size_; ++li) {
-      keys[out] = log_keys_[li];
-      values[out++] = log_values_[li];
-    }
-  }
+  void extract_sorted(key_type* keys, value_type* values);
 
   /// @brief Moves the upper half of the entries (by key) into `right`, which
   ///        is overwritten, and rebuilds this BPA from the lower half. With
@@ -618,97 +351,15 @@ class basic_bpa {
   /// @return the separator: the smallest key `right` owns (its least entry,
   ///         or `next` when it gets none).
   /// @note Requires size() >= 2.
-  key_type split_into(basic_bpa& right, std::optional<key_type> next = std::nullopt) {
-    key_type keys[capacity];
-    value_type values[capacity];
-    const std::size_t n = size_;
-    extract_sorted(keys, values);
-    std::size_t lower = n / 2;
-    if (next) {
-      const auto at = static_cast<std::size_t>(std::lower_bound(keys, keys + n, *next) - keys);
-      if (at >= 1 && n - at <= 1) lower = at;
-    }
-    const key_type separator = lower < n ? keys[lower] : *next;
-    right.assign_sorted(keys + lower, values + lower, n - lower);
-    assign_sorted(keys, values, lower);
-    return separator;
-  }
+  key_type split_into(basic_bpa& right, std::optional<key_type> next = std::nullopt);
 
   /// @brief Moves the log into the blocks: appends in place when every block
   ///        has room, else merges log and blocks and redistributes evenly.
-  void flush() {
-    if (log_size_ == 0) return;
-    sort_log();  // appends in key order keep sorted blocks sorted more often
-    std::uint16_t add[num_blocks] = {};
-    bool fits = true;
-    for (std::size_t i = 0; i < log_size_; ++i) {
-      const std::size_t b = route(log_keys_[i]);
-      if (block_size_[b] + ++add[b] > block_capacity) fits = false;
-    }
-    if (!fits) {
-      rebuild();
-      return;
-    }
-    for (std::size_t i = 0; i < log_size_; ++i) {
-      const key_type k = log_keys_[i];
-      const std::size_t b = route(k);
-      const std::size_t n = block_size_[b];
-      const std::uint64_t bit = std::uint64_t{1} << b;
-      if ((sorted_mask_ & bit) && n && block_keys_[b][n - 1] > k) sorted_mask_ &= ~bit;
-      block_keys_[b][n] = k;
-      block_values_[b][n] = log_values_[i];
-      block_size_[b] = static_cast<std::uint16_t>(n + 1);
-      if (k < header_[b]) header_[b] = k;  // only block 0 can see a key below its bound
-    }
-    log_size_ = 0;
-    log_sorted_ = true;
-    verify_if_enabled();
-  }
+  void flush();
 
   /// @brief Checks every invariant of the pseudo-struct above.
   /// @throws tandem::invariant_error naming the first broken invariant.
-  void verify() const {
-    auto fail = [](const std::string& what) { throw invariant_error("bpa: " + what); };
-    if (block_count_ < 1 || block_count_ > num_blocks) fail("block_count out of range");
-    if (log_size_ > log_capacity) fail("log_size over the log capacity");
-    std::size_t total = log_size_;
-    for (std::size_t b = 0; b < num_blocks; ++b) {
-      if (block_size_[b] > block_capacity) fail("block " + std::to_string(b) + " over capacity");
-      if (b >= block_count_ && (block_size_[b] != 0 || header_[b] != max_key)) {
-        fail("unused block " + std::to_string(b) + " not empty or not padded");
-      }
-      total += block_size_[b];
-    }
-    if (total != size_) fail("size " + std::to_string(size_) + " != counted " + std::to_string(total));
-    if (size_ > capacity) fail("size over capacity");
-    for (std::size_t b = 0; b + 1 < block_count_; ++b) {
-      if (!(header_[b] < header_[b + 1])) fail("header not strictly increasing at block " + std::to_string(b));
-    }
-    for (std::size_t b = 0; b < block_count_; ++b) {
-      const std::size_t n = block_size_[b];
-      for (std::size_t i = 0; i < n; ++i) {
-        const key_type k = block_keys_[b][i];
-        if (k < header_[b] || (b + 1 < block_count_ && k >= header_[b + 1])) {
-          fail("key " + std::to_string(k) + " outside the bounds of block " + std::to_string(b));
-        }
-        if (route(k) != b) fail("key " + std::to_string(k) + " does not route to its block");
-        if ((sorted_mask_ >> b & 1) && i > 0 && block_keys_[b][i - 1] >= k) {
-          fail("block " + std::to_string(b) + " marked sorted but is not");
-        }
-        for (std::size_t j = i + 1; j < n; ++j) {
-          if (block_keys_[b][j] == k) fail("duplicate key " + std::to_string(k) + " in block " + std::to_string(b));
-        }
-      }
-    }
-    for (std::size_t i = 0; i < log_size_; ++i) {
-      const key_type k = log_keys_[i];
-      if (log_sorted_ && i > 0 && log_keys_[i - 1] >= k) fail("log marked sorted but is not");
-      for (std::size_t j = i + 1; j < log_size_; ++j) {
-        if (log_keys_[j] == k) fail("duplicate key " + std::to_string(k) + " in the log");
-      }
-      if (find_in_blocks(k).found()) fail("key " + std::to_string(k) + " both in the log and in a block");
-    }
-  }
+  void verify() const;
 
  private:
   /// Block that holds (or would hold) `key`: the number of header bounds
@@ -767,29 +418,7 @@ class basic_bpa {
   /// block), so that the chunk's cache misses overlap. @return the block of
   /// the last key.
   std::size_t guess_chunk(const key_type* keys, std::size_t stride, std::size_t m, std::size_t b,
-                          slot* out) const noexcept {
-    std::size_t ip_block = num_blocks;  // the block `ip` describes
-    block_interpolation ip{};
-    for (std::size_t i = 0; i < m; ++i) {
-      const key_type key = keys[i * stride];
-      b = advance(b, key);
-      if (sorted_mask_ >> b & 1) {
-        if (b != ip_block) {
-          ip = interpolation(b);
-          ip_block = b;
-        }
-        const std::size_t at = window_start(b, ip, key);
-        TANDEM_PREFETCH(&block_keys_[b][at]);
-        TANDEM_PREFETCH(&block_keys_[b][std::min(at + lookup_window - 1, block_capacity - 1)]);
-        TANDEM_PREFETCH(&block_values_[b][std::min(at + lookup_window / 2, block_capacity - 1)]);
-        out[i] = {static_cast<int>(b), static_cast<int>(at)};
-      } else {
-        for (std::size_t j = 0; j < block_size_[b]; j += 64 / sizeof(key_type)) TANDEM_PREFETCH(&block_keys_[b][j]);
-        out[i] = {static_cast<int>(b), 0};
-      }
-    }
-    return b;
-  }
+                          slot* out) const noexcept;
 
   /// Index of the last of n sorted keys that is <= key (0 when none is):
   /// a branch-free bisection.
@@ -808,34 +437,7 @@ class basic_bpa {
   /// after a removal is still a window of the block) without branches, and
   /// bisects the block when the key lies outside it; an unsorted block is
   /// scanned.
-  [[nodiscard]] slot find_from_guess(slot g, key_type key) const noexcept {
-    const auto b = static_cast<std::size_t>(g.block);
-    const key_type* keys = block_keys_[b];
-    const std::size_t n = block_size_[b];
-    if (n == 0) return {g.block, -1};
-    if (sorted_mask_ >> b & 1) {
-      std::size_t j = 0;
-      bool in_window = false;
-      if constexpr (block_capacity >= lookup_window) {
-        if (n >= lookup_window) {
-          const std::size_t w = std::min(static_cast<std::size_t>(g.index), n - lookup_window);
-          const key_type* wk = keys + w;
-          in_window = wk[0] <= key && key <= wk[lookup_window - 1];
-          if (in_window) {
-            std::size_t below = 0;
-            for (std::size_t t = 0; t < lookup_window; ++t) below += wk[t] <= key;
-            j = w + below - 1;
-          }
-        }
-      }
-      if (!in_window) j = last_not_above(keys, n, key);
-      return {g.block, keys[j] == key ? static_cast<int>(j) : -1};
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      if (keys[i] == key) return {g.block, static_cast<int>(i)};
-    }
-    return {g.block, -1};
-  }
+  [[nodiscard]] slot find_from_guess(slot g, key_type key) const noexcept;
 
   [[nodiscard]] slot find_in_log(key_type key) const noexcept {
     for (std::size_t i = 0; i < log_size_; ++i) {
@@ -951,101 +553,12 @@ class basic_bpa {
   /// One lookup per op, merge-joined against the header like `get_sorted`
   /// (chunks: prefetch every op's likely slot, then apply the ops in order).
   template <class Run>
-  std::size_t apply_per_op(const Run& run, std::size_t n) {
-    std::size_t b = 0;
-    slot guesses[lookup_chunk];
-    for (std::size_t c = 0; c < n; c += lookup_chunk) {
-      const std::size_t m = std::min(n - c, lookup_chunk);
-      b = guess_chunk(run.advanced(c).keys(), Run::key_stride, m, b, guesses);
-      for (std::size_t i = 0; i < m; ++i) {
-        const key_type key = run.key(c + i);
-        const op_kind kind = run.kind(c + i);
-        // An earlier op of the chunk may have flushed the log: then the
-        // guesses are stale and the key is routed again.
-        slot s = guesses[i].block < 0 ? find_in_blocks(key) : find_from_guess(guesses[i], key);
-        if (!s.found()) s = find_in_log(key);
-        const bool adds = !s.found() && (kind == op_kind::put || kind == op_kind::insert);
-        if (adds && size_ == capacity) return c + i;
-        run.answer(c + i, s.found(), s.found() ? *value_at(s) : 0);
-        if (adds) {
-          if (log_size_ == log_capacity) {  // the flush moves keys and block bounds
-            for (std::size_t j = i + 1; j < m; ++j) guesses[j].block = -1;
-            b = 0;
-          }
-          append_to_log(key, run.value(c + i));
-        } else if (s.found() && kind == op_kind::put) {
-          *value_at(s) = run.value(c + i);
-        } else if (s.found() && kind == op_kind::erase) {
-          erase_at(s);
-        }
-      }
-    }
-    return n;
-  }
+  std::size_t apply_per_op(const Run& run, std::size_t n);
 
   /// One pass: merge the sorted contents with the run into a new sorted
   /// array, then redistribute.
   template <class Run>
-  std::size_t apply_merge(const Run& run, std::size_t n) {
-    key_type in_keys[capacity];
-    value_type in_values[capacity];
-    key_type out_keys[capacity];
-    value_type out_values[capacity];
-    const std::size_t m = size_;
-    extract_sorted(in_keys, in_values);
-    std::size_t in = 0;
-    std::size_t out = 0;
-    std::size_t live = m;  // keys held if the merge stopped here
-    std::size_t i = 0;
-    while (i < n) {
-      const key_type k = run.key(i);
-      while (in < m && in_keys[in] < k) {
-        out_keys[out] = in_keys[in];
-        out_values[out++] = in_values[in++];
-      }
-      bool present = in < m && in_keys[in] == k;
-      value_type value = present ? in_values[in] : 0;
-      if (present) ++in;
-      bool stopped = false;
-      for (; i < n && run.key(i) == k; ++i) {
-        run.answer(i, present, present ? value : 0);
-        switch (run.kind(i)) {
-          case op_kind::get:
-            break;
-          case op_kind::put:
-          case op_kind::insert:
-            if (!present) {
-              if (live == capacity) {
-                stopped = true;
-                break;
-              }
-              ++live;
-              present = true;
-              value = run.value(i);
-            } else if (run.kind(i) == op_kind::put) {
-              value = run.value(i);
-            }
-            break;
-          case op_kind::erase:
-            if (present) --live;
-            present = false;
-            break;
-        }
-        if (stopped) break;
-      }
-      if (present) {
-        out_keys[out] = k;
-        out_values[out++] = value;
-      }
-      if (stopped) break;
-    }
-    for (; in < m; ++in) {
-      out_keys[out] = in_keys[in];
-      out_values[out++] = in_values[in];
-    }
-    assign_sorted(out_keys, out_values, out);
-    return i;
-  }
+  std::size_t apply_merge(const Run& run, std::size_t n);
 
   void verify_if_enabled() const {
 #if defined(TANDEM_VERIFY_FLUSHES)
@@ -1079,3 +592,5 @@ using bpa = basic_bpa<>;
 #endif
 
 }  // namespace tandem::host
+
+#include <tandem/host/detail/bpa.inl>
