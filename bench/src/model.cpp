@@ -22,8 +22,17 @@ std::string describe(const op& o) {
   return s + ")";
 }
 
+const char* status_name(op_status s) {
+  switch (s) {
+    case op_status::ok: return "ok";
+    case op_status::invalid: return "invalid";
+    case op_status::output_limit: return "output_limit";
+  }
+  return "unknown";
+}
+
 std::string describe(const op_result& r) {
-  return std::string("{status ") + (r.status == op_status::ok ? "ok" : "invalid") + ", found " +
+  return std::string("{status ") + status_name(r.status) + ", found " +
          (r.found ? "true" : "false") + ", key " + std::to_string(r.key) + ", value " + std::to_string(r.value) + "}";
 }
 
