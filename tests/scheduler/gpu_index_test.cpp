@@ -46,9 +46,7 @@ void run_against_model(tandem::index& idx, key_pattern pattern, std::uint64_t se
   test::index_model model;
   test::key_source keys(pattern, 50'000, seed);
   auto& rng = keys.rng();
-  std::vector<entry> pairs(20'000);
-  for (auto& e : pairs) e = {keys(), rng()};
-  model.load(idx, pairs);
+  model.load(idx, keys.pairs(20'000));
   for (std::size_t b = 0; b < batches; ++b) {
     before_batch(b);
     const batch bt = test::random_batch(keys, test::random_batch_size(rng, 100'000));

@@ -45,9 +45,7 @@ std::size_t run(const run_params& p, std::uint64_t seed, std::size_t target_ops)
   auto& rng = keys.rng();
 
   // Load: unsorted pairs with duplicates; the later pair wins.
-  std::vector<entry> pairs(20'000 + rng() % 20'000);
-  for (auto& e : pairs) e = {keys(), rng()};
-  model.load(idx, pairs);
+  model.load(idx, keys.pairs(20'000 + rng() % 20'000));
   EXPECT_EQ(idx.size(), model.data.size());
 
   std::size_t ops = 0;
@@ -158,10 +156,7 @@ struct gets_index {
 
   gets_index(const config& cfg, std::size_t key_space, std::size_t loaded, std::uint64_t seed)
       : idx(with_full_leaves(cfg)), keys(key_pattern::uniform, key_space, seed) {
-    std::vector<entry> pairs(loaded);
-    for (auto& e : pairs) e = {keys(), keys.rng()()};
-    idx.load(pairs);
-    for (const entry& e : pairs) model.data[e.key] = e.value;
+    model.load(idx, keys.pairs(loaded));
   }
 
   batch gets(std::size_t n) {
@@ -260,9 +255,7 @@ TEST(IndexDifferential, WideCountsAmongManyWrites) {
   auto& rng = keys.rng();
   tandem::index idx;
   test::index_model model;
-  std::vector<entry> pairs(10'000);
-  for (auto& e : pairs) e = {keys(), rng()};
-  model.load(idx, pairs);
+  model.load(idx, keys.pairs(10'000));
   for (int round = 0; round < 3; ++round) {
     batch b;
     for (int i = 0; i < 20'000; ++i) {
@@ -292,8 +285,7 @@ TEST(IndexDifferential, LongScansGiveTheModelsEntries) {
   auto& rng = keys.rng();
   tandem::index idx;
   test::index_model model;
-  std::vector<entry> pairs(300'000);
-  for (auto& e : pairs) e = {keys(), rng()};
+  std::vector<entry> pairs = keys.pairs(300'000);
   pairs.push_back({min_key, 1});
   pairs.push_back({max_key, 2});
   model.load(idx, pairs);

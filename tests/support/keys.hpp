@@ -51,6 +51,15 @@ class key_source {
 
   key_type operator()() { return pool_[std::uniform_int_distribution<std::size_t>(0, pool_.size() - 1)(rng_)]; }
   std::mt19937_64& rng() { return rng_; }
+  /// `n` pairs: a drawn key, then a random value, each.
+  std::vector<entry> pairs(std::size_t n) {
+    std::vector<entry> out(n);
+    for (auto& e : out) {
+      const key_type k = (*this)();
+      e = {k, rng_()};
+    }
+    return out;
+  }
 
  private:
   std::mt19937_64 rng_;
