@@ -50,7 +50,6 @@ class output_budget {
     } while (!used_.compare_exchange_weak(used, used + k, std::memory_order_relaxed));
     return true;
   }
-  void give(std::uint64_t k) noexcept { used_.fetch_sub(k, std::memory_order_relaxed); }
 
  private:
   const std::uint64_t limit_;
