@@ -132,28 +132,67 @@ void index::impl::get_directly(prepared& p) {
   const host::leaf_store& store = store_;
   value_type* values = p.columns->values;
   std::uint8_t* found = p.columns->found;
-  // A chunk of gets in three passes, so that the chunk's cache misses
-  // overlap: descend level by level (descend_each) and prefetch each leaf's
-  // header; find the key's block and window there and prefetch them;
-  // compare and read the value. A route on an older layout version reaches
-  // the leaf that owns its key by right links.
+  // Chunks of gets in a software pipeline of five steps, each chunk one
+  // step further every round, so that a step's cache misses (started by
+  // the step before, a round earlier) have arrived when it runs:
+  //   0. descend level by level (descend_each), prefetch each leaf's first
+  //      line (fences and counts);
+  //   1. guess the key's block from the fences, prefetch its header line
+  //      (bpa::start_route);
+  //   2. find the block and the window of slots there, prefetch them
+  //      (bpa::start_get_near);
+  //   3. compare (locate), prefetch the value where the guess missed its line;
+  //   4. read the value, write the answer in batch order.
+  // A get thus reads about five lines of its leaf. A route on an older
+  // layout version reaches the leaf that owns its key by right links.
   const auto answer = [&](std::size_t begin, std::size_t end) {
     constexpr std::size_t chunk = 16;
-    std::uint32_t at[chunk];
-    host::bpa::slot guess[chunk];
-    for (std::size_t c = begin; c < end; c += chunk) {
-      const std::size_t m = std::min(chunk, end - c);
-      const key_type* k = keys + c;
-      descend_each(v, k, static_cast<std::uint32_t>(m), at);
-      for (std::size_t i = 0; i < m; ++i) {
-        at[i] = ids[at[i]];
-        store[at[i]].prefetch();
+    constexpr std::size_t steps = 5;
+    struct lane {
+      std::uint32_t at[chunk];
+      std::uint32_t block[chunk];
+      host::bpa::slot s[chunk];
+    } lanes[steps];
+    const std::size_t chunks = (end - begin + chunk - 1) / chunk;
+    for (std::size_t round = 0; round < chunks + steps - 1; ++round) {
+      for (std::size_t step = steps; step-- > 0;) {
+        if (round < step || round - step >= chunks) continue;
+        const std::size_t c = begin + (round - step) * chunk;
+        const std::size_t m = std::min(chunk, end - c);
+        const key_type* k = keys + c;
+        lane& l = lanes[(round - step) % steps];
+        switch (step) {
+          case 0:
+            descend_each(v, k, static_cast<std::uint32_t>(m), l.at);
+            for (std::size_t i = 0; i < m; ++i) {
+              l.at[i] = ids[l.at[i]];
+              store[l.at[i]].prefetch_first_line();
+            }
+            break;
+          case 1:
+            for (std::size_t i = 0; i < m; ++i) {
+              l.at[i] = store.walk_right(l.at[i], k[i]);
+              const host::leaf& f = store[l.at[i]];
+              l.block[i] = static_cast<std::uint32_t>(f.data.start_route(k[i], f.low, f.high));
+            }
+            break;
+          case 2:
+            for (std::size_t i = 0; i < m; ++i) l.s[i] = store[l.at[i]].data.start_get_near(k[i], l.block[i]);
+            break;
+          case 3:
+            for (std::size_t i = 0; i < m; ++i) {
+              const host::bpa& d = store[l.at[i]].data;
+              l.s[i] = d.locate(l.s[i], k[i]);
+              d.prefetch_value(l.s[i]);
+            }
+            break;
+          default:
+            for (std::size_t i = 0; i < m; ++i) {
+              values[c + i] = store[l.at[i]].data.value_of(l.s[i]);
+              found[c + i] = l.s[i].found();
+            }
+        }
       }
-      for (std::size_t i = 0; i < m; ++i) {
-        at[i] = store.walk_right(at[i], k[i]);
-        guess[i] = store[at[i]].data.start_get(k[i]);
-      }
-      for (std::size_t i = 0; i < m; ++i) store[at[i]].data.finish_get(guess[i], k[i], values + c + i, found + c + i);
     }
   };
   constexpr std::size_t grain = 64;

@@ -37,11 +37,11 @@
 /// Storage, as a pseudo-struct (L = LogSize, B = NumBlocks, S = BlockSize):
 ///
 ///     struct bpa {
+///       uint64_t   sorted_mask;        // bit b: block b is sorted by key
+///       uint size, block_count, log_size;  bool log_sorted;
+///       uint       block_size[B];      // (each uint: the narrowest that holds its maximum)
 ///       key_type   header[B];          // [0, block_count): lower bounds, strictly
 ///                                      // increasing; [block_count, B): max_key
-///       uint16_t   block_size[B];
-///       uint64_t   sorted_mask;        // bit b: block b is sorted by key
-///       uint32_t size;  uint16_t log_size, block_count;
 ///       key_type   log_keys[L];        // [0, log_size): unsorted unless log_sorted
 ///       value_type log_values[L];
 ///       key_type   block_keys[B][S];   // block b: [0, block_size[b]) used
@@ -83,6 +83,11 @@ enum class apply_path : std::uint8_t {
   per_op,     ///< one lookup and log insert per op
   merge,      ///< one merge of the sorted leaf with the run, then a rebuild
 };
+
+/// The narrowest unsigned type that holds 0 .. max.
+template <std::size_t Max>
+using uint_for = std::conditional_t<Max <= 0xff, std::uint8_t,
+                                    std::conditional_t<Max <= 0xffff, std::uint16_t, std::uint32_t>>;
 
 template <int LogSize = 32, int NumBlocks = 32, int BlockSize = 32>
 class basic_bpa {
@@ -213,6 +218,31 @@ class basic_bpa {
     b = guess_chunk(&key, 1, 1, b, &g);
     return g;
   }
+  /// @brief A lookup's first step for a caller that holds one key of this
+  ///        BPA and keeps many lookups in flight: reads the counts only
+  ///        (with the owner's fences, the leaf's first cache line), guesses
+  ///        the key's block from where `key` lies between the fences `lo`
+  ///        and `hi`, and prefetches the header line of its bounds.
+  /// @return the guessed block, for `start_get_near`.
+  [[nodiscard]] std::size_t start_route(key_type key, key_type lo, key_type hi) const noexcept {
+    const std::size_t n = block_count_;
+    std::size_t b = 0;
+    if (n > 1 && key > lo && hi > lo) {
+      const double at = static_cast<double>(key - lo) / static_cast<double>(hi - lo) * static_cast<double>(n);
+      b = at >= static_cast<double>(n - 1) ? n - 1 : static_cast<std::size_t>(at);
+    }
+    TANDEM_PREFETCH(&header_[b]);
+    TANDEM_PREFETCH(&header_[std::min(b + 1, num_blocks - 1)]);
+    return b;
+  }
+  /// `start_get` from the block `start_route` guessed: the block that
+  /// holds `key` is sought from `b` in either direction.
+  [[nodiscard]] slot start_get_near(key_type key, std::size_t b) const noexcept {
+    while (b > 0 && header_[b] > key) --b;
+    slot g;
+    guess_chunk(&key, 1, 1, b, &g);
+    return g;
+  }
   void finish_get(slot guess, key_type key, value_type* value, std::uint8_t* found) const noexcept {
     const slot t = locate(guess, key);
     *value = t.found() ? *value_at(t) : 0;
@@ -255,8 +285,8 @@ class basic_bpa {
     }
   }
 
-  /// @brief Prefetches the BPA's first cache lines: the header and the counts
-  ///        every lookup reads first.
+  /// @brief Prefetches the BPA's first cache lines: the counts and the
+  ///        header, which lookups of many keys read.
   void prefetch_header() const noexcept {
     const char* p = reinterpret_cast<const char*>(this);
     const char* end = reinterpret_cast<const char*>(log_keys_);
@@ -496,7 +526,7 @@ class basic_bpa {
       block_keys_[b][i] = block_keys_[b][n - 1];
       block_values_[b][i] = block_values_[b][n - 1];
     }
-    block_size_[b] = static_cast<std::uint16_t>(n - 1);
+    block_size_[b] = static_cast<uint_for<BlockSize>>(n - 1);
   }
 
   /// Insertion sort of parallel key/value arrays: the arrays are short (a
@@ -566,15 +596,18 @@ class basic_bpa {
 #endif
   }
 
-  // The header and the counts come first: with the leaf's fences they fill
-  // the leaf's first cache lines, the ones every lookup reads.
-  key_type header_[NumBlocks];
-  std::uint16_t block_size_[NumBlocks];
+  // The counts come first, in the narrowest types that hold them: with the
+  // leaf's fences they fill the leaf's first cache line (the default
+  // geometry), which is all a lookup reads before the header line of its
+  // block. The header then starts on the second line, the log and the
+  // blocks on lines of their own.
   std::uint64_t sorted_mask_;
-  std::uint32_t size_;
-  std::uint16_t log_size_;
-  std::uint16_t block_count_;
+  uint_for<capacity> size_;
+  uint_for<NumBlocks> block_count_;
+  uint_for<LogSize> log_size_;
   bool log_sorted_;
+  uint_for<BlockSize> block_size_[NumBlocks];
+  key_type header_[NumBlocks];
   key_type log_keys_[LogSize];
   value_type log_values_[LogSize];
   key_type block_keys_[NumBlocks][BlockSize];

@@ -18,17 +18,25 @@ namespace tandem::host {
 
 /// Cache-line aligned, fences first: the fences, the BPA's header and its
 /// counts share the leaf's first lines (`prefetch` fetches them).
+/// The right link comes last: only a route on an older layout reads it.
 template <class Bpa>
 struct alignas(64) basic_leaf {
   key_type low = min_key;   ///< smallest key this leaf owns
   key_type high = max_key;  ///< largest key this leaf owns (inclusive)
-  leaf_id right = no_leaf;  ///< right neighbour, `no_leaf` for the rightmost
   Bpa data;
+  leaf_id right = no_leaf;  ///< right neighbour, `no_leaf` for the rightmost
 
   [[nodiscard]] bool owns(key_type key) const noexcept { return low <= key && key <= high; }
 
-  /// Starts loading the lines every lookup in this leaf reads first.
-  void prefetch() const noexcept { data.prefetch_header(); }  // starts in the fences' line
+  /// Starts loading the lines that lookups of many keys in this leaf read
+  /// first: the fences, the counts and the whole header.
+  void prefetch() const noexcept {
+    TANDEM_PREFETCH(this);
+    data.prefetch_header();
+  }
+  /// Starts loading the first line only: the fences and the counts, what
+  /// one lookup reads before the header line of its block (`start_route`).
+  void prefetch_first_line() const noexcept { TANDEM_PREFETCH(this); }
 
   /// @brief Checks the BPA and that every key lies inside the fences.
   /// @throws tandem::invariant_error

@@ -174,7 +174,7 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::assign_sorted(const key_type* key
     const std::size_t m = per + (b < extra ? 1 : 0);
     std::copy(keys + at, keys + at + m, block_keys_[b]);
     std::copy(values + at, values + at + m, block_values_[b]);
-    block_size_[b] = static_cast<std::uint16_t>(m);
+    block_size_[b] = static_cast<uint_for<BlockSize>>(m);
     header_[b] = m ? keys[at] : max_key;
     at += m;
   }
@@ -182,11 +182,11 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::assign_sorted(const key_type* key
     header_[b] = max_key;
     block_size_[b] = 0;
   }
-  block_count_ = static_cast<std::uint16_t>(blocks);
+  block_count_ = static_cast<uint_for<NumBlocks>>(blocks);
   sorted_mask_ = ~std::uint64_t{0};
   log_size_ = 0;
   log_sorted_ = true;
-  size_ = static_cast<std::uint32_t>(n);
+  size_ = static_cast<uint_for<capacity>>(n);
   verify_if_enabled();
 }
 
@@ -251,7 +251,7 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::flush() {
     if ((sorted_mask_ & bit) && n && block_keys_[b][n - 1] > k) sorted_mask_ &= ~bit;
     block_keys_[b][n] = k;
     block_values_[b][n] = log_values_[i];
-    block_size_[b] = static_cast<std::uint16_t>(n + 1);
+    block_size_[b] = static_cast<uint_for<BlockSize>>(n + 1);
     if (k < header_[b]) header_[b] = k;  // only block 0 can see a key below its bound
   }
   log_size_ = 0;
