@@ -8,7 +8,9 @@
 // config.group_commit_ops) are folded into one job whose ops are theirs back
 // to back: one run, then each gets a window of its answers (group commit).
 // Finishing a batch fulfils its future or runs its callback on the
-// dispatcher thread.
+// dispatcher thread; the futures of a folded job whose batches have no
+// callback are fulfilled in parallel on the arena's threads (each wakes a
+// client).
 #include "index_impl.hpp"
 
 #include <tandem/device/device_query.hpp>
@@ -16,6 +18,7 @@
 #include <tandem/error.hpp>
 
 #include <oneapi/tbb/info.h>
+#include <oneapi/tbb/parallel_for.h>
 
 #include <algorithm>
 #include <array>
@@ -390,10 +393,17 @@ void index::impl::make_member_results(prepared& p) {
 
 void index::impl::deliver_members(prepared& p) {
   // Each member's result is a window of the whole batch's answer columns
-  // (shared); its keys are copied into the key column it came with.
+  // (shared); its keys are copied into the key column it came with. Every
+  // member gets its sequence number in queue order first; then, when no
+  // member has a callback (those run here, in queue order), the futures
+  // are fulfilled in parallel: each wakes a waiting client, which costs the
+  // waker microseconds.
   job& whole = *p.j;
   if (!p.failure && p.result_keys.size() != p.n) p.result_keys = whole.ops.take_keys();
-  for (std::size_t m = 0; m < whole.members.size(); ++m) {
+  const std::size_t count = whole.members.size();
+  const std::uint64_t first = sequence_;
+  sequence_ += count;
+  const auto answer = [&](std::size_t m) {
     job* member = whole.members[m];
     batch_result result;
     if (!p.failure) {
@@ -401,9 +411,15 @@ void index::impl::deliver_members(prepared& p) {
       const auto k = p.result_keys.begin() + static_cast<std::ptrdiff_t>(whole.member_begin[m]);
       std::copy(k, k + static_cast<std::ptrdiff_t>(result.size()), result.mutable_keys().begin());
     }
-    result.set_sequence(sequence_++);
+    result.set_sequence(first + m);
     finish(*member, std::move(result), p.failure);
     delete member;
+  };
+  const bool callbacks = std::any_of(whole.members.begin(), whole.members.end(), [](const job* m) { return bool(m->done); });
+  if (callbacks || serial_stage_) {
+    for (std::size_t m = 0; m < count; ++m) answer(m);
+  } else {
+    run_in_arena([&] { tbb::parallel_for(std::size_t{0}, count, answer); });
   }
   p.columns.reset();
   delete p.j;

@@ -25,6 +25,8 @@
 #include <iterator>
 #include <limits>
 #include <new>
+#include <stdexcept>
+#include <string>
 
 namespace tandem {
 namespace {
@@ -132,27 +134,33 @@ void index::impl::get_directly(prepared& p) {
   const host::leaf_store& store = store_;
   value_type* values = p.columns->values;
   std::uint8_t* found = p.columns->found;
-  // Chunks of gets in a software pipeline of five steps, each chunk one
-  // step further every round, so that a step's cache misses (started by
-  // the step before, a round earlier) have arrived when it runs:
-  //   0. descend level by level (descend_each), prefetch each leaf's first
-  //      line (fences and counts);
-  //   1. guess the key's block from the fences, prefetch its header line
+  // Chunks of gets in a software pipeline, each chunk one step further every
+  // round, so that a step's cache misses (started by the step before, a
+  // round earlier) have arrived when it runs:
+  //   one step per inner level (descend_level; after the last, each leaf's
+  //      first line, its fences and counts, is prefetched);
+  //   then guess the key's block from the fences, prefetch its header line
   //      (bpa::start_route);
-  //   2. find the block and the window of slots there, prefetch them
+  //   find the block and the window of slots there, prefetch them
   //      (bpa::start_get_near);
-  //   3. compare (locate), prefetch the value where the guess missed its line;
-  //   4. read the value, write the answer in batch order.
+  //   compare (locate), prefetch the value where the guess missed its line;
+  //   read the value, write the answer in batch order.
   // A get thus reads about five lines of its leaf. A route on an older
   // layout version reaches the leaf that owns its key by right links.
+  const std::size_t levels = static_cast<std::size_t>(v.height);
+  const std::size_t steps = levels + 4;
+  constexpr std::size_t max_steps = 16;  // heights up to 12: 16^8 leaves already exceed leaf_id
+  if (steps > max_steps) {
+    throw std::length_error("tandem::index: the direct get path takes inner layouts up to height " +
+                            std::to_string(max_steps - 4) + ", not " + std::to_string(levels));
+  }
   const auto answer = [&](std::size_t begin, std::size_t end) {
     constexpr std::size_t chunk = 16;
-    constexpr std::size_t steps = 5;
     struct lane {
       std::uint32_t at[chunk];
       std::uint32_t block[chunk];
       host::bpa::slot s[chunk];
-    } lanes[steps];
+    } lanes[max_steps];
     const std::size_t chunks = (end - begin + chunk - 1) / chunk;
     for (std::size_t round = 0; round < chunks + steps - 1; ++round) {
       for (std::size_t step = steps; step-- > 0;) {
@@ -161,25 +169,28 @@ void index::impl::get_directly(prepared& p) {
         const std::size_t m = std::min(chunk, end - c);
         const key_type* k = keys + c;
         lane& l = lanes[(round - step) % steps];
-        switch (step) {
-          case 0:
-            descend_each(v, k, static_cast<std::uint32_t>(m), l.at);
+        if (step < levels) {
+          descend_level(v, static_cast<int>(step), k, static_cast<std::uint32_t>(m), l.at);
+          if (step + 1 == levels) {
             for (std::size_t i = 0; i < m; ++i) {
               l.at[i] = ids[l.at[i]];
               store[l.at[i]].prefetch_first_line();
             }
-            break;
-          case 1:
+          }
+          continue;
+        }
+        switch (step - levels) {
+          case 0:
             for (std::size_t i = 0; i < m; ++i) {
               l.at[i] = store.walk_right(l.at[i], k[i]);
               const host::leaf& f = store[l.at[i]];
               l.block[i] = static_cast<std::uint32_t>(f.data.start_route(k[i], f.low, f.high));
             }
             break;
-          case 2:
+          case 1:
             for (std::size_t i = 0; i < m; ++i) l.s[i] = store[l.at[i]].data.start_get_near(k[i], l.block[i]);
             break;
-          case 3:
+          case 2:
             for (std::size_t i = 0; i < m; ++i) {
               const host::bpa& d = store[l.at[i]].data;
               l.s[i] = d.locate(l.s[i], k[i]);

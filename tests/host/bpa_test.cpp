@@ -231,6 +231,51 @@ TYPED_TEST(BpaTest, GetSortedMatchesModelSortedOrNot) {
   }
 }
 
+// The stepped lookup of the direct get path (start_route, start_get_near,
+// locate, value_of) finds what get finds from any guessed block: the one
+// start_route guesses from any fences (around the key or not) and every
+// block, so the seek runs both ways.
+TYPED_TEST(BpaTest, SteppedLookupsFromAnyGuessedBlock) {
+  using B = TypeParam;
+  for (const test::key_pattern pattern : {test::key_pattern::uniform, test::key_pattern::clustered}) {
+    for (int state = 0; state < 3; ++state) {  // 0: as inserted, 1: flushed, 2: sorted
+      auto b = this->make();
+      test::key_source source(pattern, B::capacity * 2, 40 + state);
+      std::map<key_type, value_type> model;
+      for (std::size_t i = 0; i < B::capacity * 4 && model.size() + 2 < B::capacity; ++i) {
+        const key_type k = source();
+        if (model.count(k)) continue;
+        ASSERT_EQ(b->upsert(k, k ^ 0x77), upsert_status::inserted);
+        model[k] = k ^ 0x77;
+      }
+      for (const key_type k : {min_key, max_key}) {
+        if (!model.count(k) && b->upsert(k, 5) == upsert_status::inserted) model[k] = 5;
+      }
+      if (state >= 1) b->flush();
+      if (state == 2) b->sort();
+      std::vector<key_type> probes = {min_key, 1, max_key - 1, max_key};
+      for (const auto& [k, v] : model) {
+        probes.push_back(k);
+        if (k != max_key) probes.push_back(k + 1);
+      }
+      const key_type lo = model.empty() ? min_key : model.begin()->first;
+      const key_type hi = model.empty() ? max_key : model.rbegin()->first;
+      const std::pair<key_type, key_type> fences[] = {{min_key, max_key}, {lo, hi}, {hi, hi}, {lo / 2, lo / 2 + 1}};
+      for (const key_type probe : probes) {
+        const auto it = model.find(probe);
+        const auto check = [&](std::size_t block, const char* from) {
+          const auto s = b->locate(b->start_get_near(probe, block), probe);
+          ASSERT_EQ(s.found(), it != model.end()) << from << " block " << block << " probe " << probe;
+          b->prefetch_value(s);
+          ASSERT_EQ(b->value_of(s), it != model.end() ? it->second : 0) << from << " probe " << probe;
+        };
+        for (const auto& [f_lo, f_hi] : fences) check(b->start_route(probe, f_lo, f_hi), "start_route");
+        for (std::size_t block = 0; block < b->block_count(); ++block) check(block, "every block");
+      }
+    }
+  }
+}
+
 // Sorted blocks of skewed keys: interpolated lookup windows miss often (the
 // block is bisected then), and removals inside a run shift sorted blocks
 // under the windows guessed for later ops of the same chunk.

@@ -235,35 +235,46 @@ TANDEM_HD inline std::uint32_t descend(const inner_layout_view& v, key_type key)
   }
 }
 
-/// @brief Descends m keys in any order together, level by level: every key
-///        takes a level (node_search, as descend) before any takes the next,
-///        and each next node's middle key line is prefetched, so that the
-///        loads of different keys overlap.
-/// @param ordinals gets each key's leaf ordinal (as descend)
+/// @brief One level of a descent of m keys taken together: ordinals[i], the
+///        node key i reached at `level` (0, the root, at level 0), becomes
+///        the node one level down, whose middle key line is prefetched; at
+///        the last level it becomes the key's leaf ordinal (as descend).
+///        Taking every key a level before any takes the next overlaps the
+///        loads of different keys; a caller may also interleave other work
+///        between levels.
 template <int F>
-TANDEM_HD inline void descend_each(const inner_layout_view& v, const key_type* keys, std::uint32_t m,
-                                   std::uint32_t* ordinals) {
-  for (std::uint32_t i = 0; i < m; ++i) ordinals[i] = 0;
-  for (int level = 0; level < v.height; ++level) {
-    for (std::uint32_t i = 0; i < m; ++i) {
-      const std::uint32_t x = node_search<F>(v, ordinals[i], keys[i]);
-      ordinals[i] = x;
-      if (level + 1 < v.height) TANDEM_PREFETCH(v.key_region + static_cast<std::size_t>(x) * F + F / 2 - 1);
-    }
+TANDEM_HD inline void descend_level(const inner_layout_view& v, int level, const key_type* keys, std::uint32_t m,
+                                    std::uint32_t* ordinals) {
+  if (level == 0) {
+    for (std::uint32_t i = 0; i < m; ++i) ordinals[i] = 0;
   }
-  for (std::uint32_t i = 0; i < m; ++i) ordinals[i] -= v.node_count;
+  const bool last = level + 1 == v.height;
+  for (std::uint32_t i = 0; i < m; ++i) {
+    const std::uint32_t x = node_search<F>(v, ordinals[i], keys[i]);
+    ordinals[i] = last ? x - v.node_count : x;
+    if (!last) TANDEM_PREFETCH(v.key_region + static_cast<std::size_t>(x) * F + F / 2 - 1);
+  }
 }
 
-/// @brief Runtime-fanout form of descend_each.
-TANDEM_HD inline void descend_each(const inner_layout_view& v, const key_type* keys, std::uint32_t m,
-                                   std::uint32_t* ordinals) {
+/// @brief Runtime-fanout form of descend_level (another fanout: every
+///        ordinal becomes v.leaf_count, out of range).
+TANDEM_HD inline void descend_level(const inner_layout_view& v, int level, const key_type* keys, std::uint32_t m,
+                                    std::uint32_t* ordinals) {
   switch (v.fanout) {
-    case 16: return descend_each<16>(v, keys, m, ordinals);
-    case 32: return descend_each<32>(v, keys, m, ordinals);
-    case 64: return descend_each<64>(v, keys, m, ordinals);
+    case 16: return descend_level<16>(v, level, keys, m, ordinals);
+    case 32: return descend_level<32>(v, level, keys, m, ordinals);
+    case 64: return descend_level<64>(v, level, keys, m, ordinals);
     default:
       for (std::uint32_t i = 0; i < m; ++i) ordinals[i] = v.leaf_count;
   }
+}
+
+/// @brief Descends m keys in any order together, level by level
+///        (descend_level on each level in turn).
+/// @param ordinals gets each key's leaf ordinal (as descend)
+TANDEM_HD inline void descend_each(const inner_layout_view& v, const key_type* keys, std::uint32_t m,
+                                   std::uint32_t* ordinals) {
+  for (int level = 0; level < v.height; ++level) descend_level(v, level, keys, m, ordinals);
 }
 
 /// @brief Descends and returns both the leaf ordinal and its leaf_id.

@@ -123,6 +123,8 @@ class basic_bpa {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   [[nodiscard]] bool full() const noexcept { return size_ == capacity; }
+  /// @return the blocks in use (1 .. num_blocks).
+  [[nodiscard]] std::size_t block_count() const noexcept { return block_count_; }
 
   /// Where a key lives (block -1 is the log), or where a lookup will look
   /// (`start_get`).
@@ -238,7 +240,12 @@ class basic_bpa {
   /// `start_get` from the block `start_route` guessed: the block that
   /// holds `key` is sought from `b` in either direction.
   [[nodiscard]] slot start_get_near(key_type key, std::size_t b) const noexcept {
-    while (b > 0 && header_[b] > key) --b;
+    if constexpr (num_blocks > 1) {
+      b = std::min(b, num_blocks - 1);
+      while (b > 0 && header_[b] > key) --b;
+    } else {
+      b = 0;
+    }
     slot g;
     guess_chunk(&key, 1, 1, b, &g);
     return g;
