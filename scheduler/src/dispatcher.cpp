@@ -403,7 +403,9 @@ void index::impl::deliver_members(prepared& p) {
   const std::size_t count = whole.members.size();
   const std::uint64_t first = sequence_;
   sequence_ += count;
+  std::array<bool, max_group_members> answered{};
   const auto answer = [&](std::size_t m) {
+    answered[m] = true;
     job* member = whole.members[m];
     batch_result result;
     if (!p.failure) {
@@ -415,11 +417,16 @@ void index::impl::deliver_members(prepared& p) {
     finish(*member, std::move(result), p.failure);
     delete member;
   };
-  const bool callbacks = std::any_of(whole.members.begin(), whole.members.end(), [](const job* m) { return bool(m->done); });
-  if (callbacks || serial_stage_) {
-    for (std::size_t m = 0; m < count; ++m) answer(m);
-  } else {
-    run_in_arena([&] { tbb::parallel_for(std::size_t{0}, count, answer); });
+  const bool callbacks =
+      std::any_of(whole.members.begin(), whole.members.end(), [](const job* m) { return bool(m->done); });
+  if (!callbacks) {
+    try {
+      run_in_arena([&] { tbb::parallel_for(std::size_t{0}, count, answer); });
+    } catch (...) {  // the arena could not take the tasks: the rest are answered here
+    }
+  }
+  for (std::size_t m = 0; m < count; ++m) {
+    if (!answered[m]) answer(m);
   }
   p.columns.reset();
   delete p.j;

@@ -16,9 +16,10 @@
 
 namespace tandem::host {
 
-/// Cache-line aligned, fences first: the fences, the BPA's header and its
-/// counts share the leaf's first lines (`prefetch` fetches them).
-/// The right link comes last: only a route on an older layout reads it.
+/// Cache-line aligned, fences first: the fences and the BPA's counts share
+/// the leaf's first line, the BPA's header the next ones (`prefetch`
+/// fetches them). The right link comes last: only a route on an older
+/// layout reads it.
 template <class Bpa>
 struct alignas(64) basic_leaf {
   key_type low = min_key;   ///< smallest key this leaf owns
