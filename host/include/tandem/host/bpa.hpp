@@ -208,13 +208,9 @@ class basic_bpa {
   ///        many BPAs overlap: `start_get` picks the key's block and lookup
   ///        window from the header and prefetches their lines;
   ///        `finish_get`, on the unchanged BPA, compares them (then the log)
-  ///        and writes the value and found flag as `get_sorted` does.
-  [[nodiscard]] slot start_get(key_type key) const noexcept {
-    std::size_t b = 0;
-    return start_get(key, b);
-  }
-  /// `start_get` for keys visited in ascending order: `b` is the block of
-  /// the previous key (0 for the first), and becomes this key's.
+  ///        and writes the value and found flag as `get_sorted` does. For
+  ///        keys visited in ascending order: `b` is the block of the
+  ///        previous key (0 for the first), and becomes this key's.
   [[nodiscard]] slot start_get(key_type key, std::size_t& b) const noexcept {
     slot g;
     b = guess_chunk(&key, 1, 1, b, &g);
