@@ -63,7 +63,7 @@ static_assert(get_ring >= locate_distance + read_distance && (get_ring & (get_ri
 
 struct leaf_phase_workspace::buffers {
   std::vector<std::uint32_t> n_range, n_write;  // per group, then prefix sums
-  std::vector<char> has_ordered_read;
+  std::vector<char> reads_entries;  // per group: a scan or lower_bound reads its leaf's entries
   std::vector<range_op> ranges;
   ::tandem::host::detail::scratch<key_type> w_key;
   ::tandem::host::detail::scratch<std::uint32_t> w_pos;
@@ -240,13 +240,13 @@ void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answer
     report.bytes += in.n * (sizeof(std::uint64_t) + 1);
     ws.n_range.assign(g_count + 1, 0);
     ws.n_write.assign(g_count + 1, 0);
-    ws.has_ordered_read.assign(g_count, 0);
+    ws.reads_entries.assign(g_count, 0);
     const std::uint64_t loose_bound = tbb::parallel_reduce(
         tbb::blocked_range<std::size_t>(0, g_count, group_grain), std::uint64_t{0},
         [&](const tbb::blocked_range<std::size_t>& r, std::uint64_t bound) {
           for (std::size_t g = r.begin(); g < r.end(); ++g) {
             std::uint32_t nr = 0, nw = 0, na = 0;
-            char ordered = 0;
+            char reads = 0;
             for (std::uint32_t i = gb[g]; i < gb[g + 1]; ++i) {
               const op_type t = types[i];
               if (is_point(t)) {
@@ -254,13 +254,12 @@ void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answer
                 na += may_add(t);
               } else if (t <= op_type::count && in.status[rt.positions[i]] == op_status::ok) {
                 ++nr;
-                ordered |= t == op_type::lower_bound ||
-                           (t == op_type::scan && in.scan_at(rt.positions[i]).order == scan_order::ordered);
+                reads |= t != op_type::count;
               }
             }
             ws.n_range[g] = nr;
             ws.n_write[g] = nw;
-            ws.has_ordered_read[g] = ordered;
+            ws.reads_entries[g] = reads;
             // The splits of a group with many adds (reserve_for_writes).
             if (na >= leaf_store::near_full_slack) bound += 2 * (1 + na / leaf_store::adds_per_split);
           }
@@ -312,7 +311,8 @@ void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answer
   t0 = clock_type::now();
   if (ranges) {
     tbb::parallel_for(std::size_t{0}, g_count, [&](std::size_t g) {
-      if (ws.has_ordered_read[g]) store[in.leaf_ids[rt.group_ordinal[g]]].data.sort();  // scans then copy nothing
+      // Sorted, a leaf's entries are copied block by block, in key order.
+      if (ws.reads_entries[g]) store[in.leaf_ids[rt.group_ordinal[g]]].data.sort();
     });
   }
   report.read_bytes = ::tandem::host::detail::read_ranges(store, in, ws.ranges.data(), ranges, wl, out.values,

@@ -10,6 +10,7 @@
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
 #include <oneapi/tbb/parallel_scan.h>
 #include <oneapi/tbb/parallel_sort.h>
 
@@ -17,6 +18,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace tandem::host::detail {
 namespace {
@@ -26,8 +28,90 @@ namespace {
 /// in one visit of their leaves, instead of counted there and copied from
 /// the leaves in pass 3.
 constexpr std::uint64_t short_scan_entries = 256;
+/// Scans of at most this many entries may be placed (scan_buffers): the
+/// bisection that finds them counts up to that many keys from a probe's lo.
+constexpr std::uint64_t max_placed_limit = std::uint64_t{1} << 18;
+/// Marks a placed scan's entry in scan_buffers::slot_count.
+constexpr std::uint64_t placed_bit = std::uint64_t{1} << 63;
 /// Range ops between an op and the later one whose lines it prefetches.
 constexpr std::size_t prefetch_distance = 8;
+
+/// How many range ops, from the first in key order, have at least `need`
+/// keys from their lo up in the pre-batch state (a prefix: the ops ascend
+/// by key). Bisection, each probe counting at most `need` keys.
+std::size_t ops_below_last(const range_reader& reader, const key_type* lo, const range_op* rg, std::size_t ranges,
+                           std::uint64_t need) {
+  auto holds = [&](std::size_t j) { return reader.count_before(rg[j].leaf, lo[rg[j].pos], max_key, need) >= need; };
+  if (holds(ranges - 1)) return ranges;
+  std::size_t first = 0, last = ranges - 1;  // the answer lies in [first, last]
+  while (first < last) {
+    const std::size_t mid = first + (last - first) / 2;
+    if (holds(mid)) {
+      first = mid + 1;
+    } else {
+      last = mid;
+    }
+  }
+  return first;
+}
+
+/// The range ops, from the first in key order, among which a scan up to
+/// UINT64_MAX with a limit of at most max_placed_limit is placed: it
+/// returns exactly its limit, since more keys than its limit plus the
+/// batch's erases lie from its lo up before the batch. @return how many.
+std::size_t placeable_ops(const batch& b, const range_reader& reader, const range_op* rg, std::size_t ranges,
+                          const write_list& w) {
+  const key_type* lo = b.keys();
+  const std::uint64_t* hi = b.args();
+  const std::vector<scan_spec>& scans = b.scans();
+  const std::uint64_t longest = tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(0, scans.size(), std::size_t{1} << 12), std::uint64_t{0},
+      [&](const tbb::blocked_range<std::size_t>& r, std::uint64_t m) {
+        for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
+          const scan_spec& spec = scans[slot];
+          if (spec.limit <= max_placed_limit && hi[spec.index] == max_key) m = std::max(m, spec.limit);
+        }
+        return m;
+      },
+      [](std::uint64_t x, std::uint64_t y) { return std::max(x, y); });
+  if (longest == 0) return 0;
+  const auto erased = static_cast<std::uint64_t>(std::count(w.type, w.type + w.n, op_type::erase));
+  if (erased > max_placed_limit) return 0;  // the probes would count that many keys each
+  return ops_below_last(reader, lo, rg, ranges, longest + erased);
+}
+
+/// Writes a placed scan's `s.count` entries (its limit) to `out`: from the
+/// leaves as they are when the batch writes nothing from its lo up, else
+/// those below the first key it writes there as they are and the rest
+/// merged with the writes. A short scan is gathered in `stage` (room for
+/// short_scan_entries, in cache) and copied out past the caches.
+void place_scan(const range_reader& reader, const range_op& o, const scan_buffers::slice& s, const write_list& w,
+                entry* out, entry* stage, entry_vector& spill) {
+  const std::size_t first_write = w.first_at_or_above(s.lo);
+  const bool short_scan = s.count <= short_scan_entries;
+  if (first_write == w.n && !short_scan) {
+    if (s.ordered) {
+      reader.stream_ordered(o.leaf, s.lo, s.count, out);
+    } else {
+      reader.stream_unordered(o.leaf, s.lo, max_key, s.count, out, spill);
+    }
+    return;
+  }
+  entry* const to = short_scan ? stage : out;
+  const key_type written = first_write == w.n ? max_key : w.key[first_write];
+  std::uint64_t got = 0;
+  if (written > s.lo) {
+    // All of [lo, written) when fewer than the limit.
+    got = reader.copy_below(o.leaf, s.lo, first_write == w.n ? max_key : written - 1, s.count, to);
+  }
+  if (got != s.count) {
+    if (first_write == w.n) throw std::logic_error("tandem: a placed scan returned fewer entries than its limit");
+    pointer_output at{to + got};
+    got += reader.ordered(o.leaf, written, max_key, s.count - got, o.pos, at);
+    if (got != s.count) throw std::logic_error("tandem: a placed scan returned fewer entries than its limit");
+  }
+  if (short_scan) copy_streaming(stage, got, out);
+}
 
 /// Pass 1 of a short scan (at most short_scan_entries) that reads below
 /// the batch's first write in its range: its entries are copied to the
@@ -170,14 +254,18 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   const std::uint64_t cap = in.max_scan_entries;
   const bool capped = cap != std::numeric_limits<std::uint64_t>::max();
   output_budget budget(cap);
+  const std::size_t placeable = placeable_ops(b, reader, rg, ranges, w);
+  std::atomic<std::size_t> unplaced{0};  // scans with entries that pass 3 copies
 
   // Pass 1: every answer but the scans' entries. A scan learns its entry
-  // count: from the pre-batch state when no write of the batch lies in its
-  // reach (lo up to the leaf where the count meets its limit), else by
-  // merging into its worker's buffer (under a cap, only while the cap has
-  // room for what the buffers hold; past that, counting only).
+  // count: a placed one has its limit; others from the pre-batch state when
+  // no write of the batch lies in their reach (lo up to the leaf where the
+  // count meets the limit), else by merging into the worker's buffer (under
+  // a cap, only while the cap has room for what the buffers hold; past
+  // that, counting only).
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ranges), [&](const tbb::blocked_range<std::size_t>& r) {
     scan_buffers::merge_buffer& buffer = scratch.buffers.local();
+    std::size_t to_copy = 0;
     for (std::size_t i = r.begin(); i < r.end(); ++i) {
       // The range ops go in key order, their batch columns lie in batch
       // order: later ops' columns and leaves are fetched ahead, so that
@@ -196,11 +284,13 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
           TANDEM_PREFETCH(&scratch.op_of[slot]);
           TANDEM_PREFETCH(&scratch.slot_count[slot]);
         }
-        store[ahead.leaf].prefetch();
+        if (i + prefetch_distance >= placeable || hi[ahead.pos] != max_key) store[ahead.leaf].prefetch();
       }
       if (i + prefetch_distance / 2 < r.end()) {
         const range_op& ahead = rg[i + prefetch_distance / 2];
-        store[ahead.leaf].data.prefetch_range(lo[ahead.pos]);
+        if (i + prefetch_distance / 2 >= placeable || hi[ahead.pos] != max_key) {
+          store[ahead.leaf].data.prefetch_range(lo[ahead.pos]);
+        }
       }
       const range_op& o = rg[i];
       const std::uint32_t p = o.pos;
@@ -221,42 +311,49 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
           s.lo = lo[p];
           s.hi = hi[p];
           s.ordered = spec.order == scan_order::ordered;
-          const std::size_t first_write = w.first_at_or_above(lo[p]);
-          const bool copied = spec.limit != 0 && spec.limit <= short_scan_entries &&
-                              copy_short_scan(reader, o.leaf, lo[p], hi[p], spec.limit, w, first_write,
-                                              buffer, capped ? &budget : nullptr, s);
-          if (!copied) {
-            // Without writes of the batch where the scan reads, the
-            // pre-batch state is the answer and its size is known now.
-            key_type reach = hi[p];
-            const std::uint64_t before =
-                spec.limit == 0 ? 0 : reader.count_before(o.leaf, lo[p], hi[p], spec.limit, &reach);
-            bool untouched = spec.limit == 0 || w.first_above(reach) == first_write;
-            if (!untouched && before >= spec.limit && w.key[first_write] > lo[p]) {
-              // A leaf is coarse: the scan's `limit` entries may all lie
-              // below the first key the batch writes in its range.
-              untouched = reader.count_before(o.leaf, lo[p], w.key[first_write] - 1, spec.limit) >= spec.limit;
-            }
-            if (untouched) {
-              s.count = std::min<std::uint64_t>(before, spec.limit);
-            } else {
-              merge_output out(buffer, capped ? &budget : nullptr);
-              const bool merged = spec.order == scan_order::unordered &&
-                                  reader.unordered(o.leaf, lo[p], hi[p], spec.limit, p, out);
-              if (!merged) reader.ordered(o.leaf, lo[p], hi[p], spec.limit, p, out);
-              const std::uint64_t seen = out.seen();
-              if (out.finish()) {
-                s.buffer = &buffer.entries;
-                s.offset = out.base();
-                s.count = out.kept();
+          s.slot = in.scan_slot[p];
+          s.placed = i < placeable && hi[p] == max_key && spec.limit != 0 && spec.limit <= max_placed_limit;
+          if (s.placed) {
+            s.count = spec.limit;
+          } else {
+            const std::size_t first_write = w.first_at_or_above(lo[p]);
+            const bool copied = spec.limit != 0 && spec.limit <= short_scan_entries &&
+                                copy_short_scan(reader, o.leaf, lo[p], hi[p], spec.limit, w, first_write,
+                                                buffer, capped ? &budget : nullptr, s);
+            if (!copied) {
+              // Without writes of the batch where the scan reads, the
+              // pre-batch state is the answer and its size is known now.
+              key_type reach = hi[p];
+              const std::uint64_t before =
+                  spec.limit == 0 ? 0 : reader.count_before(o.leaf, lo[p], hi[p], spec.limit, &reach);
+              bool untouched = spec.limit == 0 || w.first_above(reach) == first_write;
+              if (!untouched && before >= spec.limit && w.key[first_write] > lo[p]) {
+                // A leaf is coarse: the scan's `limit` entries may all lie
+                // below the first key the batch writes in its range.
+                untouched = reader.count_before(o.leaf, lo[p], w.key[first_write] - 1, spec.limit) >= spec.limit;
+              }
+              if (untouched) {
+                s.count = std::min<std::uint64_t>(before, spec.limit);
               } else {
-                s.count = seen;
-                s.deferred = true;
+                merge_output out(buffer, capped ? &budget : nullptr);
+                const bool merged = spec.order == scan_order::unordered &&
+                                    reader.unordered(o.leaf, lo[p], hi[p], spec.limit, p, out);
+                if (!merged) reader.ordered(o.leaf, lo[p], hi[p], spec.limit, p, out);
+                const std::uint64_t seen = out.seen();
+                if (out.finish()) {
+                  s.buffer = &buffer.entries;
+                  s.offset = out.base();
+                  s.count = out.kept();
+                } else {
+                  s.count = seen;
+                  s.deferred = true;
+                }
               }
             }
+            if (s.count != 0) ++to_copy;
           }
           scratch.op_of[in.scan_slot[p]] = static_cast<std::uint32_t>(i);
-          scratch.slot_count[in.scan_slot[p]] = s.count;
+          scratch.slot_count[in.scan_slot[p]] = s.count | (s.placed ? placed_bit : 0);
           values[o.index] = s.count;
           found[o.index] = s.count != 0;
           break;
@@ -267,6 +364,7 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
         default: break;
       }
     }
+    if (to_copy != 0) unplaced.fetch_add(to_copy, std::memory_order_relaxed);
   });
   for (std::size_t i = 0; i < ranges; ++i) {
     if (rg[i].type == op_type::count) counts.push_back(i);
@@ -285,6 +383,7 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   }
   result.scan_ops.resize(slots);
   result.scan_begin.resize(slots + 1);
+  scratch.slot_dest.resize(slots);
   struct running {
     std::uint64_t scans = 0, entries = 0;
   };
@@ -294,11 +393,11 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
         for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
           const std::uint32_t op = scratch.op_of[slot];
           if (op == none) continue;
-          const std::uint64_t count = scratch.slot_count[slot];
+          const std::uint64_t count = scratch.slot_count[slot] & ~placed_bit;
           if (is_final) {
             result.scan_ops[sum.scans] = b.scans()[slot].index;
             result.scan_begin[sum.scans] = sum.entries;
-            scratch.slices[op].dest = sum.entries;
+            scratch.slot_dest[slot] = sum.entries;
           }
           ++sum.scans;
           sum.entries += count;
@@ -313,12 +412,12 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
     for (std::size_t slot = 0; slot < slots; ++slot) {
       const std::uint32_t op = scratch.op_of[slot];
       if (op == none) continue;
-      const std::uint64_t count = scratch.slot_count[slot];
+      const std::uint64_t count = scratch.slot_count[slot] & ~placed_bit;
       scan_buffers::slice& s = scratch.slices[op];
       if (count <= cap - totals.entries) {
         result.scan_ops[totals.scans] = b.scans()[slot].index;
         result.scan_begin[totals.scans] = totals.entries;
-        s.dest = totals.entries;
+        scratch.slot_dest[slot] = totals.entries;
         ++totals.scans;
         totals.entries += count;
         continue;
@@ -344,26 +443,55 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
     result.scan_entries.reserve(std::min<std::uint64_t>(total + total / 4, std::max(total, cap)));
   }
   result.scan_entries.resize(total);
+  entry* const dest = result.scan_entries.data();
 
-  // Pass 3: the entries, each scan straight into its place. In batch order,
+  // Pass 3, placed scans: in key order, as pass 1, so that scans starting
+  // in one leaf find its lines cached; their leaves and places are fetched
+  // a few scans ahead.
+  if (placeable != 0) {
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, placeable), [&](const tbb::blocked_range<std::size_t>& r) {
+      entry_vector& spill = scratch.spill.local();
+      entry stage[short_scan_entries];
+      for (std::size_t i = r.begin(); i < r.end(); ++i) {
+        if (i + prefetch_distance < r.end()) {
+          const scan_buffers::slice& a = scratch.slices[i + prefetch_distance];
+          if (a.placed) {
+            store[rg[i + prefetch_distance].leaf].prefetch();
+            TANDEM_PREFETCH(&scratch.slot_dest[a.slot]);
+          }
+        }
+        if (i + prefetch_distance / 2 < r.end()) {
+          const scan_buffers::slice& a = scratch.slices[i + prefetch_distance / 2];
+          if (a.placed) store[rg[i + prefetch_distance / 2].leaf].data.prefetch_range(a.lo);
+        }
+        const scan_buffers::slice& s = scratch.slices[i];
+        if (s.placed && s.count != 0) {
+          place_scan(reader, rg[i], s, w, dest + scratch.slot_dest[s.slot], stage, spill);
+        }
+      }
+      stream_fence();
+    });
+  }
+  if (unplaced.load(std::memory_order_relaxed) == 0) return total * sizeof(entry);
+
+  // Pass 3, the other scans: each straight into its place. In batch order,
   // so the result fills front to back; a short scan's entries come from its
   // worker's buffer (fetched a few scans ahead), a long one's from the leaves.
-  entry* const dest = result.scan_entries.data();
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, slots), [&](const tbb::blocked_range<std::size_t>& r) {
     entry_vector& spill = scratch.spill.local();
     for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
       if (slot + prefetch_distance < r.end()) {
         const std::uint32_t ahead = scratch.op_of[slot + prefetch_distance];
-        if (ahead != none) {
+        if (ahead != none && (scratch.slot_count[slot + prefetch_distance] & placed_bit) == 0) {
           const scan_buffers::slice& a = scratch.slices[ahead];
           if (a.buffer != nullptr) TANDEM_PREFETCH(a.buffer->data() + a.offset);
         }
       }
       const std::uint32_t i = scratch.op_of[slot];
-      if (i == none) continue;
+      if (i == none || (scratch.slot_count[slot] & placed_bit) != 0) continue;
       const scan_buffers::slice& s = scratch.slices[i];
       if (s.count == 0) continue;
-      entry* out = dest + s.dest;
+      entry* out = dest + scratch.slot_dest[slot];
       if (s.buffer != nullptr) {
         std::copy_n(s.buffer->data() + s.offset, s.count, out);
         continue;

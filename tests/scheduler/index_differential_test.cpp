@@ -312,4 +312,53 @@ TEST(IndexDifferential, LongScansGiveTheModelsEntries) {
   EXPECT_NO_THROW(idx.verify());
 }
 
+// Scans from lo up to UINT64_MAX return exactly their limit whenever more
+// keys than the limit plus the batch's erases lie above lo: such scans are
+// copied straight to their places (host/src/range_read.cpp). Here many
+// start among the last keys, where the batch's erases (before and after
+// them) leave fewer than their limit, and inserts near the top add keys:
+// short, long and cut-off limits, both orders, many seeds.
+TEST(IndexDifferential, ScansUpToTheTopAmongErasesNearIt) {
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    test::key_source keys(seed % 2 ? key_pattern::uniform : key_pattern::edges, 8'000, seed);
+    auto& rng = keys.rng();
+    config cfg;
+    cfg.threads = 1 + seed % 4;
+    tandem::index idx(cfg);
+    test::index_model model;
+    model.load(idx, keys.pairs(5'000));
+    for (int round = 0; round < 6; ++round) {
+      std::vector<key_type> top;  // the last keys, highest first
+      for (auto it = model.data.rbegin(); it != model.data.rend() && top.size() < 400; ++it) top.push_back(it->first);
+      auto near_top = [&] { return top[rng() % top.size()]; };
+      const bool short_only = round % 2 == 0;
+      const int erases = round == 0 ? 0 : 150;
+      batch b;
+      b.scan(near_top(), max_key, 300);
+      for (int i = 0; i < 3'000; ++i) {
+        const std::uint64_t pick = rng() % 3'000;
+        if (pick < static_cast<std::uint64_t>(erases)) {
+          b.erase(near_top());
+        } else if (pick < 400) {
+          b.insert(rng() % 16 ? keys() : max_key - rng() % 1'000, rng());
+        } else if (pick < 600) {
+          b.put(rng() % 2 ? near_top() : keys(), rng());
+        } else {
+          const std::uint64_t kind = short_only ? 0 : rng() % 16;
+          const std::uint64_t limit = kind < 12    ? 1 + rng() % 300
+                                      : kind < 14 ? std::uint64_t{1} << 12
+                                      : kind < 15 ? std::uint64_t{1} << 17
+                                                  : max_scan_limit;
+          const key_type lo = rng() % 4 == 0 ? keys() : rng() % 8 == 0 ? max_key - rng() % 64 : near_top();
+          b.scan(lo, max_key, limit, rng() % 3 ? scan_order::ordered : scan_order::unordered);
+        }
+      }
+      ASSERT_EQ(model.check(b, idx.execute(b), "round " + std::to_string(round)), 0u);
+      EXPECT_EQ(idx.size(), model.data.size());
+    }
+    EXPECT_NO_THROW(idx.verify());
+  }
+}
+
 }  // namespace

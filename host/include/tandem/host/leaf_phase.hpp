@@ -151,8 +151,8 @@ struct leaf_phase_report {
 /// @brief Steps 1 and 2 of the leaf phase, then room for step 3 (waits):
 ///        classifies the ops, answers every range op, refuses the scans past
 ///        the output cap, and makes room for the writes (leaves for the
-///        splits, split records). Reads the leaves only (an ordered read
-///        may sort a leaf's blocks, which changes no key).
+///        splits, split records). Reads the leaves only (a scan or a
+///        lower_bound may sort a leaf's blocks, which changes no key).
 /// @throws std::bad_alloc with the store's contents unchanged
 void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,
                     leaf_phase_workspace& workspace);

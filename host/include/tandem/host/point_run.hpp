@@ -33,6 +33,20 @@ inline void put_entry(entry* o, key_type k, value_type v) noexcept {
   *o = entry{k, v};
 }
 
+/// @brief Copies n entries to `out`, the cache lines they fill whole by
+///        non-temporal stores (not read first, not kept cached), the lines
+///        they share with other output at either end by ordinary stores.
+///        A stream_fence must follow, as for put_entry.
+inline void copy_streaming(const entry* from, std::size_t n, entry* out) noexcept {
+  constexpr std::size_t per_line = 64 / sizeof(entry);
+  std::size_t i = 0;
+  for (; i < n && (reinterpret_cast<std::uintptr_t>(out + i) & 63) != 0; ++i) out[i] = from[i];
+  for (; i + per_line <= n; i += per_line) {
+    for (std::size_t j = 0; j < per_line; ++j) put_entry<true>(out + i + j, from[i + j].key, from[i + j].value);
+  }
+  for (; i < n; ++i) out[i] = from[i];
+}
+
 /// Orders the non-temporal stores of put_entry before later stores.
 inline void stream_fence() noexcept {
 #if defined(__SSE2__)

@@ -42,21 +42,29 @@ struct write_list {
 };
 
 /// Scratch of the range ops, kept from batch to batch (steady-state batches
-/// allocate nothing). Most scans stream straight into the result: their
-/// entry count is known before they run (the pre-batch count, capped at the
-/// limit, when no write of the batch falls in their range). A scan with
-/// writes in its range, and every lower_bound, is merged with those writes
-/// into its worker's buffer first and copied from there; under an output
-/// cap, a merged scan that finds the cap's room taken by others keeps only
-/// its count (deferred) and is merged again straight into the result if it
-/// is to run.
+/// allocate nothing). Every scan's entry count is known before its entries
+/// are copied, so each goes straight to its place in the result:
+/// - "Placed": a scan from lo up to UINT64_MAX (limit at most 2^18) whose
+///   range holds, before the batch, at least the batch's longest such limit
+///   plus its erases returns exactly its limit. Its entries are copied from
+///   the leaves (merged with the batch's writes where they lie in reach)
+///   in a pass of their own, in key order.
+/// - Otherwise, with no write of the batch in its reach, it has the
+///   pre-batch count, capped at the limit, and streams from the leaves.
+/// - A short scan below the batch's first write in its range, a scan with
+///   writes in its range, and every lower_bound are copied or merged into
+///   the worker's buffer first and copied from there. Under an output cap, a
+///   merged scan that finds the cap's room taken by others keeps only its
+///   count (deferred) and is merged again straight into the result if it is
+///   to run.
 struct scan_buffers {
   struct slice {
     const entry_vector* buffer = nullptr;  ///< null: the scan streams into the result
     std::size_t offset = 0;                ///< in buffer
     std::size_t count = 0;                 ///< entries of the scan
-    std::size_t dest = 0;                  ///< first entry in the result's scan_entries
+    std::uint32_t slot = 0;                ///< in the batch's scan table
     bool deferred = false;                 ///< merged again in place (buffer is null)
+    bool placed = false;                   ///< returns its limit; copied in the placing pass
     bool ordered = true;                   ///< the scan's order (scan_order::ordered)
     key_type lo = 0, hi = 0;               ///< the scan's bounds (pass 3 reads no batch column)
   };
@@ -68,10 +76,11 @@ struct scan_buffers {
   };
   tbb::enumerable_thread_specific<merge_buffer> buffers;
   tbb::enumerable_thread_specific<entry_vector> spill;  ///< an unordered scan's last leaf
-  std::vector<slice> slices;          ///< per range op
-  std::vector<std::uint32_t> op_of;        ///< per scan-table entry: its range op, or none
-  std::vector<std::uint64_t> slot_count;   ///< per scan-table entry that ran: its entry count
-  std::vector<refused_scan> refused;       ///< scans refused for the output cap, in batch order
+  std::vector<slice> slices;              ///< per range op
+  std::vector<std::uint32_t> op_of;       ///< per scan-table entry: its range op, or none
+  std::vector<std::uint64_t> slot_count;  ///< per scan-table entry that ran: its entry count (top bit: placed)
+  std::vector<std::uint64_t> slot_dest;   ///< per scan-table entry that runs: its first entry in the result
+  std::vector<refused_scan> refused;      ///< scans refused for the output cap, in batch order
 };
 
 /// Answers the range ops rg[0..ranges) at their routed index: values and
