@@ -11,7 +11,6 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_reduce.h>
-#include <oneapi/tbb/parallel_scan.h>
 #include <oneapi/tbb/parallel_sort.h>
 
 #include <algorithm>
@@ -374,7 +373,8 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
 
   // Pass 2: the scans' places in batch order (the scan table is in batch
   // order; scans that did not run have no range op): a parallel prefix sum
-  // over the table of (scans that ran, entries).
+  // over the table of (scans that ran, entries), by chunks of the table:
+  // their sums, then each chunk from its start.
   const std::size_t slots = scratch.op_of.size();
   if (result.scan_ops.capacity() < slots) {  // pooled: room to spare, as for the entries
     allocation_point();
@@ -384,27 +384,37 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   result.scan_ops.resize(slots);
   result.scan_begin.resize(slots + 1);
   scratch.slot_dest.resize(slots);
-  struct running {
-    std::uint64_t scans = 0, entries = 0;
-  };
-  running totals = tbb::parallel_scan(
-      tbb::blocked_range<std::size_t>(0, slots, std::size_t{1} << 12), running{},
-      [&](const tbb::blocked_range<std::size_t>& r, running sum, bool is_final) {
-        for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
-          const std::uint32_t op = scratch.op_of[slot];
-          if (op == none) continue;
-          const std::uint64_t count = scratch.slot_count[slot] & ~placed_bit;
-          if (is_final) {
-            result.scan_ops[sum.scans] = b.scans()[slot].index;
-            result.scan_begin[sum.scans] = sum.entries;
-            scratch.slot_dest[slot] = sum.entries;
-          }
-          ++sum.scans;
-          sum.entries += count;
-        }
-        return sum;
-      },
-      [](const running& x, const running& y) { return running{x.scans + y.scans, x.entries + y.entries}; });
+  constexpr std::size_t chunk = std::size_t{1} << 12;
+  const std::size_t chunks = (slots + chunk - 1) / chunk;
+  std::vector<scan_buffers::running>& starts = scratch.chunk_starts;
+  starts.resize(chunks + 1);
+  tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
+    scan_buffers::running sum;
+    for (std::size_t slot = c * chunk; slot < std::min(slots, (c + 1) * chunk); ++slot) {
+      if (scratch.op_of[slot] == none) continue;
+      ++sum.scans;
+      sum.entries += scratch.slot_count[slot] & ~placed_bit;
+    }
+    starts[c] = sum;
+  });
+  scan_buffers::running totals;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const scan_buffers::running sum = starts[c];
+    starts[c] = totals;
+    totals.scans += sum.scans;
+    totals.entries += sum.entries;
+  }
+  tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
+    scan_buffers::running at = starts[c];
+    for (std::size_t slot = c * chunk; slot < std::min(slots, (c + 1) * chunk); ++slot) {
+      if (scratch.op_of[slot] == none) continue;
+      result.scan_ops[at.scans] = b.scans()[slot].index;
+      result.scan_begin[at.scans] = at.entries;
+      scratch.slot_dest[slot] = at.entries;
+      ++at.scans;
+      at.entries += scratch.slot_count[slot] & ~placed_bit;
+    }
+  });
   if (totals.entries > cap) {
     // Over the cap: in batch order, a scan runs when its entries fit in
     // what the scans before it left, else it is refused (no entries).

@@ -81,7 +81,7 @@ void index::impl::validate(prepared& p) {
     slot[scans[s].index] = static_cast<std::uint32_t>(s);
   });
   tbb::enumerable_thread_specific<check_state> checks;
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, std::size_t{1} << 16),
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, std::size_t{1} << 12),
                     [&](const tbb::blocked_range<std::size_t>& r) {
                       check_state& c = checks.local();
                       if (count_point_ops(types + r.begin(), r.size(), c.counts)) {

@@ -58,6 +58,10 @@ struct write_list {
 ///   count (deferred) and is merged again straight into the result if it is
 ///   to run.
 struct scan_buffers {
+  /// Scans and their entries, summed over part of the scan table.
+  struct running {
+    std::uint64_t scans = 0, entries = 0;
+  };
   struct slice {
     const entry_vector* buffer = nullptr;  ///< null: the scan streams into the result
     std::size_t offset = 0;                ///< in buffer
@@ -80,6 +84,7 @@ struct scan_buffers {
   std::vector<std::uint32_t> op_of;       ///< per scan-table entry: its range op, or none
   std::vector<std::uint64_t> slot_count;  ///< per scan-table entry that ran: its entry count (top bit: placed)
   std::vector<std::uint64_t> slot_dest;   ///< per scan-table entry that runs: its first entry in the result
+  std::vector<running> chunk_starts;      ///< pass 2: what the scan table's chunks before each one hold
   std::vector<refused_scan> refused;      ///< scans refused for the output cap, in batch order
 };
 
