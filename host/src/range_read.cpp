@@ -84,9 +84,9 @@ std::size_t placeable_ops(const batch& b, const range_reader& reader, const rang
 /// those below the first key it writes there as they are and the rest
 /// merged with the writes. A short scan is gathered in `stage` (room for
 /// short_scan_entries, in cache) and copied out past the caches.
+/// `first_write`: the first of the batch's writes at or above its lo.
 void place_scan(const range_reader& reader, const range_op& o, const scan_buffers::slice& s, const write_list& w,
-                entry* out, entry* stage, entry_vector& spill) {
-  const std::size_t first_write = w.first_at_or_above(s.lo);
+                std::size_t first_write, entry* out, entry* stage, entry_vector& spill) {
   const bool short_scan = s.count <= short_scan_entries;
   if (first_write == w.n && !short_scan) {
     if (s.ordered) {
@@ -462,6 +462,9 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, placeable), [&](const tbb::blocked_range<std::size_t>& r) {
       entry_vector& spill = scratch.spill.local();
       entry stage[short_scan_entries];
+      // The scans ascend by lo, and so does the first write at or above it:
+      // found for the range's first placed scan, then walked.
+      std::size_t first_write = w.n + 1;
       for (std::size_t i = r.begin(); i < r.end(); ++i) {
         if (i + prefetch_distance < r.end()) {
           const scan_buffers::slice& a = scratch.slices[i + prefetch_distance];
@@ -476,7 +479,9 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
         }
         const scan_buffers::slice& s = scratch.slices[i];
         if (s.placed && s.count != 0) {
-          place_scan(reader, rg[i], s, w, dest + scratch.slot_dest[s.slot], stage, spill);
+          if (first_write > w.n) first_write = w.first_at_or_above(s.lo);
+          while (first_write < w.n && w.key[first_write] < s.lo) ++first_write;
+          place_scan(reader, rg[i], s, w, first_write, dest + scratch.slot_dest[s.slot], stage, spill);
         }
       }
       stream_fence();
