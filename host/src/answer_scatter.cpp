@@ -25,7 +25,7 @@ void scatter_answers(const std::uint32_t* positions, const value_type* values, c
 
 std::size_t write_lower_bound_keys(const leaf_phase_workspace& ws, const leaf_phase_input& in,
                                    key_type* result_keys) {
-  const std::vector<range_op>& ranges = ws.ranges();
+  const range_op_vector& ranges = ws.ranges();
   const routed_batch_view& routes = *in.routes;
   tbb::enumerable_thread_specific<std::size_t> written(0);
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ranges.size(), std::size_t{1} << 12),

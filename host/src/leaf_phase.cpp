@@ -64,7 +64,7 @@ static_assert(get_ring >= locate_distance + read_distance && (get_ring & (get_ri
 struct leaf_phase_workspace::buffers {
   std::vector<std::uint32_t> n_range, n_write;  // per group, then prefix sums
   std::vector<char> reads_entries;  // per group: a scan or lower_bound reads its leaf's entries
-  std::vector<range_op> ranges;
+  range_op_vector ranges;
   ::tandem::host::detail::scratch<key_type> w_key;
   ::tandem::host::detail::scratch<std::uint32_t> w_pos;
   ::tandem::host::detail::scratch<value_type> w_value;
@@ -83,7 +83,7 @@ struct leaf_phase_workspace::buffers {
 
 leaf_phase_workspace::leaf_phase_workspace() : buffers_(std::make_unique<buffers>()) {}
 leaf_phase_workspace::~leaf_phase_workspace() = default;
-const std::vector<range_op>& leaf_phase_workspace::ranges() const noexcept { return buffers_->ranges; }
+const range_op_vector& leaf_phase_workspace::ranges() const noexcept { return buffers_->ranges; }
 const std::vector<refused_scan>& leaf_phase_workspace::refused_scans() const noexcept {
   return buffers_->scan_out.refused;
 }
@@ -277,7 +277,7 @@ void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answer
   ::tandem::host::detail::write_list wl;
   wl.n = ranges ? writes : 0;
   if (ranges) {
-    ws.ranges.resize(ranges);
+    ::tandem::host::detail::resize_with_room(ws.ranges, ranges);
     wl.key = ws.w_key.get(wl.n);
     wl.pos = ws.w_pos.get(wl.n);
     wl.value = ws.w_value.get(wl.n);

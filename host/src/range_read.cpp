@@ -7,6 +7,7 @@
 #include <tandem/host/detail/range_reader.hpp>
 
 #include <tandem/host/detail/fault_point.hpp>
+#include <tandem/host/detail/scratch.hpp>
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
@@ -244,10 +245,15 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
     buffer.entries.clear();
     buffer.held = 0;
   }
-  scratch.slices.assign(ranges, {});
+  resize_with_room(scratch.slices, ranges);  // each one reset in pass 1
   constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-  scratch.op_of.assign(b.scans().size(), none);
-  scratch.slot_count.resize(b.scans().size());
+  resize_with_room(scratch.op_of, b.scans().size());
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, scratch.op_of.size(), std::size_t{1} << 14),
+                    [&](const tbb::blocked_range<std::size_t>& r) {
+                      std::fill(scratch.op_of.begin() + static_cast<std::ptrdiff_t>(r.begin()),
+                                scratch.op_of.begin() + static_cast<std::ptrdiff_t>(r.end()), none);
+                    });
+  resize_with_room(scratch.slot_count, b.scans().size());
   const range_reader reader(store, w);
   std::vector<std::size_t> counts;
   const std::uint64_t cap = in.max_scan_entries;
@@ -255,6 +261,7 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   output_budget budget(cap);
   const std::size_t placeable = placeable_ops(b, reader, rg, ranges, w);
   std::atomic<std::size_t> unplaced{0};  // scans with entries that pass 3 copies
+  std::atomic<std::size_t> n_counts{0};
 
   // Pass 1: every answer but the scans' entries. A scan learns its entry
   // count: a placed one has its limit; others from the pre-batch state when
@@ -264,7 +271,7 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   // that, counting only).
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ranges), [&](const tbb::blocked_range<std::size_t>& r) {
     scan_buffers::merge_buffer& buffer = scratch.buffers.local();
-    std::size_t to_copy = 0;
+    std::size_t to_copy = 0, counted = 0;
     for (std::size_t i = r.begin(); i < r.end(); ++i) {
       // The range ops go in key order, their batch columns lie in batch
       // order: later ops' columns and leaves are fetched ahead, so that
@@ -293,6 +300,7 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
       }
       const range_op& o = rg[i];
       const std::uint32_t p = o.pos;
+      scratch.slices[i] = scan_buffers::slice{};
       switch (o.type) {
         case op_type::lower_bound: {
           merge_output one(buffer, nullptr);
@@ -359,14 +367,19 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
         }
         case op_type::count:
           values[o.index] = reader.count_before(o.leaf, lo[p], hi[p]);  // patched below
+          ++counted;
           break;
         default: break;
       }
     }
     if (to_copy != 0) unplaced.fetch_add(to_copy, std::memory_order_relaxed);
+    if (counted != 0) n_counts.fetch_add(counted, std::memory_order_relaxed);
   });
-  for (std::size_t i = 0; i < ranges; ++i) {
-    if (rg[i].type == op_type::count) counts.push_back(i);
+  if (n_counts.load(std::memory_order_relaxed) != 0) {
+    counts.reserve(n_counts.load(std::memory_order_relaxed));
+    for (std::size_t i = 0; i < ranges; ++i) {
+      if (rg[i].type == op_type::count) counts.push_back(i);
+    }
   }
   patch_counts(store, b, rg, counts, w, reader, values);
   for (std::size_t i : counts) found[rg[i].index] = values[rg[i].index] != 0;
@@ -383,7 +396,7 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   }
   result.scan_ops.resize(slots);
   result.scan_begin.resize(slots + 1);
-  scratch.slot_dest.resize(slots);
+  resize_with_room(scratch.slot_dest, slots);
   constexpr std::size_t chunk = std::size_t{1} << 12;
   const std::size_t chunks = (slots + chunk - 1) / chunk;
   std::vector<scan_buffers::running>& starts = scratch.chunk_starts;

@@ -106,6 +106,9 @@ struct range_op {
   op_type type;
 };
 
+/// Range ops, resized without being zeroed (each is written before it is read).
+using range_op_vector = std::vector<range_op, tandem::detail::default_init_allocator<range_op>>;
+
 /// A scan that did not run because its entries would have taken the
 /// batch's scan output past leaf_phase_input::max_scan_entries.
 struct refused_scan {
@@ -126,7 +129,7 @@ class leaf_phase_workspace {
   buffers& get() noexcept { return *buffers_; }
 
   /// The batch's range ops (valid ones), in routed order, after a run.
-  [[nodiscard]] const std::vector<range_op>& ranges() const noexcept;
+  [[nodiscard]] const range_op_vector& ranges() const noexcept;
   /// Scans refused for the output cap, in batch order, after run_leaf_reads.
   [[nodiscard]] const std::vector<refused_scan>& refused_scans() const noexcept;
 

@@ -14,22 +14,35 @@
 
 namespace tandem::host::detail {
 
+/// Resizes a per-batch vector to n: grown with a quarter to spare (so
+/// batches of about one size settle on one allocation), never shrunk.
+template <class Vector>
+void resize_with_room(Vector& v, std::size_t n) {
+  if (v.capacity() < n) {
+    allocation_point();
+    v.reserve(n + n / 4);
+  }
+  v.resize(n);
+}
+
 template <class T>
 class scratch {
   static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
                 "scratch holds plain data only");
 
  public:
-  /// @return room for n elements (contents unspecified).
+  /// @return room for n elements (contents unspecified). Grows with a
+  /// quarter to spare, so batches of about one size settle on one buffer.
   T* get(std::size_t n) {
     if (n > capacity_) {
       allocation_point();
       data_.reset();
       capacity_ = 0;
-      void* p = std::malloc(std::max<std::size_t>(n, 1) * sizeof(T));
+      const std::size_t room = std::max<std::size_t>(n + n / 4, 1);
+      void* p = std::malloc(room * sizeof(T));
       if (!p) throw std::bad_alloc();
       data_.reset(static_cast<T*>(p));
-      capacity_ = n;
+      capacity_ = room;
     }
     return data_.get();
   }
