@@ -57,8 +57,9 @@ std::size_t ops_below_last(const range_reader& reader, const key_type* lo, const
 
 /// The range ops, from the first in key order, among which a scan up to
 /// UINT64_MAX with a limit of at most max_placed_limit is placed: it
-/// returns exactly its limit, since more keys than its limit plus the
-/// batch's erases lie from its lo up before the batch. @return how many.
+/// returns exactly its limit, since at least the batch's longest such
+/// limit plus its erases lie from its lo up before the batch.
+/// @return how many.
 std::size_t placeable_ops(const batch& b, const range_reader& reader, const range_op* rg, std::size_t ranges,
                           const write_list& w) {
   const key_type* lo = b.keys();
@@ -98,18 +99,18 @@ void place_scan(const range_reader& reader, const range_op& o, const scan_buffer
     return;
   }
   entry* const to = short_scan ? stage : out;
-  const key_type written = first_write == w.n ? max_key : w.key[first_write];
   std::uint64_t got = 0;
-  if (written > s.lo) {
+  if (first_write == w.n) {
+    got = reader.copy_below(o.leaf, s.lo, max_key, s.count, to);
+  } else if (w.key[first_write] > s.lo) {
     // All of [lo, written) when fewer than the limit.
-    got = reader.copy_below(o.leaf, s.lo, first_write == w.n ? max_key : written - 1, s.count, to);
+    got = reader.copy_below(o.leaf, s.lo, w.key[first_write] - 1, s.count, to);
   }
-  if (got != s.count) {
-    if (first_write == w.n) throw std::logic_error("tandem: a placed scan returned fewer entries than its limit");
+  if (got != s.count && first_write != w.n) {
     pointer_output at{to + got};
-    got += reader.ordered(o.leaf, written, max_key, s.count - got, o.pos, at);
-    if (got != s.count) throw std::logic_error("tandem: a placed scan returned fewer entries than its limit");
+    got += reader.ordered(o.leaf, w.key[first_write], max_key, s.count - got, o.pos, at);
   }
+  if (got != s.count) throw std::logic_error("tandem: a placed scan returned fewer entries than its limit");
   if (short_scan) copy_streaming(stage, got, out);
 }
 

@@ -361,4 +361,23 @@ TEST(IndexDifferential, ScansUpToTheTopAmongErasesNearIt) {
   }
 }
 
+// The placed path at the edge keys: scans of UINT64_MAX alone, and from 0,
+// with limits that the keys above them meet exactly, alone in their batch
+// and beside writes to the top keys.
+TEST(IndexDifferential, PlacedScansAtTheEdgeKeys) {
+  tandem::index idx;
+  test::index_model model;
+  model.load(idx, {{min_key, 1}, {7, 2}, {max_key - 1, 3}, {max_key, 4}});
+  std::vector<batch> batches(5);
+  batches[0].scan(max_key, max_key, 1);
+  batches[1].scan(max_key - 1, max_key, 2).scan(max_key, max_key, 1);
+  batches[2].scan(min_key, max_key, 4).scan(max_key, max_key, 1, scan_order::unordered);
+  batches[3].erase(max_key).scan(max_key, max_key, 1).put(max_key, 9).scan(max_key - 1, max_key, 2);
+  batches[4].scan(min_key, max_key, 1).insert(max_key - 2, 5).scan(max_key - 2, max_key, 3);
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    ASSERT_EQ(model.check(batches[i], idx.execute(batches[i]), "batch " + std::to_string(i)), 0u);
+  }
+  EXPECT_NO_THROW(idx.verify());
+}
+
 }  // namespace
