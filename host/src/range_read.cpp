@@ -31,7 +31,8 @@ constexpr std::uint64_t short_scan_entries = 256;
 /// Scans of at most this many entries may be placed (scan_buffers): the
 /// bisection that finds them counts up to that many keys from a probe's lo.
 constexpr std::uint64_t max_placed_limit = std::uint64_t{1} << 18;
-/// Marks a placed scan's entry in scan_buffers::slot_count.
+/// Marks a placed scan's entry in scan_buffers::slot_count, so that the
+/// batch-order copy pass skips placed scans without reading their slices.
 constexpr std::uint64_t placed_bit = std::uint64_t{1} << 63;
 /// Range ops between an op and the later one whose lines it prefetches.
 constexpr std::size_t prefetch_distance = 8;
