@@ -288,7 +288,10 @@ int main(int argc, char** argv) {
           idx->set_gpu_share(tandem::auto_share);
         }
       }
-      if (!warm.empty()) (void)run_tandem(*idx, warm, opt.inflight, false, "warm-up " + req);
+      // The warm-up's results are kept until its last batch is answered: the
+      // answer pool then holds a column set for each batch the timed run
+      // can have in flight, each grown to a batch's answers and scan output.
+      if (!warm.empty()) (void)run_tandem(*idx, warm, opt.inflight, true, "warm-up " + req);
       system_result r;
       r.system = sweeping ? "tandem@" + req : "tandem";
       r.description =

@@ -315,9 +315,11 @@ int parse_command_line(int argc, char** argv, options& opt) {
                  "Untimed batches of --batch ops on loaded keys in the workload's mix of reads (C: gets; A, B, "
                  "load: gets and, every other op, an insert of a loaded key: present, so it changes nothing; E "
                  "and scan: their scans, E with 5% such inserts) run on tandem before each timed run: "
-                 "they fill the index's batch memory pools (first touch of fresh pages), warm the GPU and let the "
-                 "auto share converge, so the timed run shows the steady state. auto: 4 (a batch through each of "
-                 "the index's three route spaces, and the answer pool filled)")
+                 "they fill the index's batch memory pools (first touch of fresh pages; their results are kept "
+                 "until the last one is answered, so the answer pool ends with one column set per batch in "
+                 "flight), warm the GPU and let the auto share converge, so the timed run shows the steady "
+                 "state. auto: 4 (a batch through each of the index's three route spaces, and the answer pool "
+                 "filled for --inflight 4)")
       ->check(count_in(0, 1u << 20, true))
       ->type_name("W|auto")
       ->capture_default_str();
