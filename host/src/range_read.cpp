@@ -262,6 +262,9 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   const bool capped = cap != std::numeric_limits<std::uint64_t>::max();
   output_budget budget(cap);
   const std::size_t placeable = placeable_ops(b, reader, rg, ranges, w);
+  // Range op j may be a placed scan (which pass 1 does not read): its leaf
+  // lines are fetched in the placing pass instead.
+  auto may_place = [&](std::size_t j) { return j < placeable && hi[rg[j].pos] == max_key; };
   std::atomic<std::size_t> unplaced{0};  // scans with entries that pass 3 copies
   std::atomic<std::size_t> n_counts{0};
 
@@ -292,11 +295,11 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
           TANDEM_PREFETCH(&scratch.op_of[slot]);
           TANDEM_PREFETCH(&scratch.slot_count[slot]);
         }
-        if (i + prefetch_distance >= placeable || hi[ahead.pos] != max_key) store[ahead.leaf].prefetch();
+        if (!may_place(i + prefetch_distance)) store[ahead.leaf].prefetch();
       }
       if (i + prefetch_distance / 2 < r.end()) {
         const range_op& ahead = rg[i + prefetch_distance / 2];
-        if (i + prefetch_distance / 2 >= placeable || hi[ahead.pos] != max_key) {
+        if (!may_place(i + prefetch_distance / 2)) {
           store[ahead.leaf].data.prefetch_range(lo[ahead.pos]);
         }
       }
@@ -321,7 +324,7 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
           s.hi = hi[p];
           s.ordered = spec.order == scan_order::ordered;
           s.slot = in.scan_slot[p];
-          s.placed = i < placeable && hi[p] == max_key && spec.limit != 0 && spec.limit <= max_placed_limit;
+          s.placed = may_place(i) && spec.limit != 0 && spec.limit <= max_placed_limit;
           if (s.placed) {
             s.count = spec.limit;
           } else {
