@@ -267,17 +267,6 @@ class basic_bpa {
   }
   [[nodiscard]] value_type value_of(slot s) const noexcept { return s.found() ? *value_at(s) : 0; }
 
-  /// @brief Starts loading the lines the lookups of `n` ascending keys read
-  ///        (as get_sorted's first pass), looking nothing up: for a caller
-  ///        that will look them up or apply ops to them a little later.
-  void prefetch_lookups(const key_type* keys, std::size_t n) const noexcept {
-    slot guesses[lookup_chunk];
-    std::size_t b = 0;
-    for (std::size_t c = 0; c < n; c += lookup_chunk) {
-      b = guess_chunk(keys + c, 1, std::min(n - c, lookup_chunk), b, guesses);
-    }
-  }
-
   /// @brief Starts loading the lines an ordered read from `from` reads
   ///        first: the keys and values of the block that holds it.
   void prefetch_range(key_type from) const noexcept {
