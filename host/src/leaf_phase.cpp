@@ -306,10 +306,23 @@ void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answer
   // ---- 2. range ops on the pre-batch state, patched --------------------------
   t0 = clock_type::now();
   if (ranges) {
-    tbb::parallel_for(std::size_t{0}, g_count, [&](std::size_t g) {
-      // Sorted, a leaf's entries are copied block by block, in key order.
-      if (ws.reads_entries[g]) store[in.leaf_ids[rt.group_ordinal[g]]].data.sort();
-    });
+    // Sorted, a leaf's entries are copied block by block, in key order. A
+    // sorted leaf's first line tells so; those of the next groups load
+    // meanwhile.
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, g_count, group_grain),
+                      [&](const tbb::blocked_range<std::size_t>& r) {
+                        auto read_leaf = [&](std::size_t g) -> leaf_store::leaf_type& {
+                          return store[in.leaf_ids[rt.group_ordinal[g]]];
+                        };
+                        auto prefetch = [&](std::size_t g) {
+                          if (g < r.end() && ws.reads_entries[g]) read_leaf(g).prefetch_first_line();
+                        };
+                        for (std::size_t g = r.begin(); g < r.begin() + prefetch_distance; ++g) prefetch(g);
+                        for (std::size_t g = r.begin(); g < r.end(); ++g) {
+                          prefetch(g + prefetch_distance);
+                          if (ws.reads_entries[g]) read_leaf(g).data.sort();
+                        }
+                      });
   }
   report.read_bytes = ::tandem::host::detail::read_ranges(store, in, ws.ranges.data(), ranges, wl, out.values,
                                                           out.found, rt.keys, ws.scan_out, *out.scans);

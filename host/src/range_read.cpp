@@ -88,12 +88,13 @@ std::size_t placeable_ops(const batch& b, const range_reader& reader, const rang
 /// merged with the writes. A short scan is gathered in `stage` (room for
 /// short_scan_entries, in cache) and copied out past the caches.
 /// `first_write`: the first of the batch's writes at or above its lo.
+/// `start`: where it starts in its leaf, found while the lines loaded.
 void place_scan(const range_reader& reader, const range_op& o, const scan_buffers::slice& s, const write_list& w,
-                std::size_t first_write, entry* out, entry* stage, entry_vector& spill) {
+                std::size_t first_write, const scan_start& start, entry* out, entry* stage, entry_vector& spill) {
   const bool short_scan = s.count <= short_scan_entries;
   if (first_write == w.n && !short_scan) {
     if (s.ordered) {
-      reader.stream_ordered(o.leaf, s.lo, s.count, out);
+      reader.stream_ordered(o.leaf, s.lo, s.count, out, start);
     } else {
       reader.stream_unordered(o.leaf, s.lo, max_key, s.count, out, spill);
     }
@@ -102,10 +103,10 @@ void place_scan(const range_reader& reader, const range_op& o, const scan_buffer
   entry* const to = short_scan ? stage : out;
   std::uint64_t got = 0;
   if (first_write == w.n) {
-    got = reader.copy_below(o.leaf, s.lo, max_key, s.count, to);
+    got = reader.copy_below(o.leaf, s.lo, max_key, s.count, to, start);
   } else if (w.key[first_write] > s.lo) {
     // All of [lo, written) when fewer than the limit.
-    got = reader.copy_below(o.leaf, s.lo, w.key[first_write] - 1, s.count, to);
+    got = reader.copy_below(o.leaf, s.lo, w.key[first_write] - 1, s.count, to, start);
   }
   if (got != s.count && first_write != w.n) {
     pointer_output at{to + got};
@@ -474,32 +475,48 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
   entry* const dest = result.scan_entries.data();
 
   // Pass 3, placed scans: in key order, as pass 1, so that scans starting
-  // in one leaf find its lines cached; their leaves and places are fetched
-  // a few scans ahead.
+  // in one leaf find its lines cached. Each one's lines are fetched in
+  // steps a few scans ahead, each step reading what the one before
+  // fetched: its leaf's first line (fences, counts) and its place; its
+  // block guessed from the fences and that header line; its block and
+  // slot found and the lines its entries take.
   if (placeable != 0) {
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, placeable), [&](const tbb::blocked_range<std::size_t>& r) {
       entry_vector& spill = scratch.spill.local();
       entry stage[short_scan_entries];
+      // How many scans ahead of the one copied each step runs.
+      constexpr std::size_t first_line = prefetch_distance, header_line = prefetch_distance / 2,
+                            entry_lines = prefetch_distance / 4;
+      scan_start begins[prefetch_distance];  // by scan, modulo prefetch_distance
+      auto placed = [&](std::size_t i) { return scratch.slices[i].placed && scratch.slices[i].count != 0; };
       // The scans ascend by lo, and so does the first write at or above it:
       // found for the range's first placed scan, then walked.
       std::size_t first_write = w.n + 1;
-      for (std::size_t i = r.begin(); i < r.end(); ++i) {
-        if (i + prefetch_distance < r.end()) {
-          const scan_buffers::slice& a = scratch.slices[i + prefetch_distance];
-          if (a.placed) {
-            store[rg[i + prefetch_distance].leaf].prefetch();
-            TANDEM_PREFETCH(&scratch.slot_dest[a.slot]);
-          }
+      for (std::size_t t = r.begin(); t < r.end() + first_line; ++t) {
+        if (t < r.end() && placed(t)) {
+          store[rg[t].leaf].prefetch_first_line();
+          TANDEM_PREFETCH(&scratch.slot_dest[scratch.slices[t].slot]);
         }
-        if (i + prefetch_distance / 2 < r.end()) {
-          const scan_buffers::slice& a = scratch.slices[i + prefetch_distance / 2];
-          if (a.placed) store[rg[i + prefetch_distance / 2].leaf].data.prefetch_range(a.lo);
+        if (const std::size_t i = t - (first_line - header_line);
+            t >= r.begin() + (first_line - header_line) && i < r.end() && placed(i)) {
+          const scan_buffers::slice& s = scratch.slices[i];
+          scan_start& at = begins[i % prefetch_distance];
+          at.leaf = store.walk_right(rg[i].leaf, s.lo);
+          const auto& l = store[at.leaf];
+          at.at.block = static_cast<int>(l.data.start_route(s.lo, l.low, l.high));
         }
-        const scan_buffers::slice& s = scratch.slices[i];
-        if (s.placed && s.count != 0) {
+        if (const std::size_t i = t - (first_line - entry_lines);
+            t >= r.begin() + (first_line - entry_lines) && i < r.end() && placed(i)) {
+          const scan_buffers::slice& s = scratch.slices[i];
+          scan_start& at = begins[i % prefetch_distance];
+          at.at = store[at.leaf].data.start_scan(s.lo, static_cast<std::size_t>(at.at.block), s.count);
+        }
+        if (const std::size_t i = t - first_line; t >= r.begin() + first_line && placed(i)) {
+          const scan_buffers::slice& s = scratch.slices[i];
           if (first_write > w.n) first_write = w.first_at_or_above(s.lo);
           while (first_write < w.n && w.key[first_write] < s.lo) ++first_write;
-          place_scan(reader, rg[i], s, w, first_write, dest + scratch.slot_dest[s.slot], stage, spill);
+          place_scan(reader, rg[i], s, w, first_write, begins[i % prefetch_distance], dest + scratch.slot_dest[s.slot],
+                     stage, spill);
         }
       }
       stream_fence();

@@ -389,7 +389,7 @@ TYPED_TEST(BpaTest, RangesMatchModel) {
 // copy_ordered writes what iterate visits, from any key and with any limit:
 // on a BPA as inserts leave it (log, unsorted blocks), after sort(), and as
 // bulk load leaves it (empty log, sorted blocks: the straight block copies),
-// with the edge keys in it.
+// with the edge keys in it; on a sorted one also from start_scan's start.
 TYPED_TEST(BpaTest, CopyOrderedEqualsIterate) {
   using B = TypeParam;
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, B::capacity / 2 + 1, B::capacity}) {
@@ -422,6 +422,29 @@ TYPED_TEST(BpaTest, CopyOrderedEqualsIterate) {
           EXPECT_EQ(got[wrote].key, 42u) << "wrote past its count";
           got.resize(wrote);
           ASSERT_EQ(got, want) << "from " << from << " limit " << limit << " state " << state;
+          // From start_scan's start, on a guessed block (from any fences,
+          // around `from` or not) and on every block: the seek runs both ways.
+          if (!b->sorted()) {
+            ASSERT_LT(b->start_scan(from, 0, limit).block, 0) << "a start on a BPA that is not sorted";
+            continue;
+          }
+          const key_type lo = model.empty() ? min_key : model.begin()->first;
+          const key_type hi = model.empty() ? max_key : model.rbegin()->first;
+          std::vector<std::size_t> guesses;
+          for (const auto& [f_lo, f_hi] : {std::pair{min_key, max_key}, std::pair{lo, hi}, std::pair{hi, hi},
+                                           std::pair{lo / 2, lo / 2 + 1}}) {
+            guesses.push_back(b->start_route(from, f_lo, f_hi));
+          }
+          for (std::size_t block = 0; block < B::num_blocks; ++block) guesses.push_back(block);
+          for (const std::size_t guess : guesses) {
+            const auto start = b->start_scan(from, guess, limit);
+            ASSERT_GE(start.block, 0);
+            std::vector<entry> from_start(limit + 1, entry{42, 42});
+            ASSERT_EQ(b->copy_ordered(from, limit, from_start.data(), start), want.size())
+                << "from " << from << " limit " << limit << " guess " << guess;
+            from_start.resize(want.size());
+            ASSERT_EQ(from_start, want) << "from " << from << " limit " << limit << " guess " << guess;
+          }
         }
       }
     }

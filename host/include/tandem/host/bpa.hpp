@@ -246,6 +246,20 @@ class basic_bpa {
     guess_chunk(&key, 1, 1, b, &g);
     return g;
   }
+  /// @brief An ordered read's first step for a caller that keeps many reads
+  ///        in flight, as `start_get_near` is a lookup's: from the block `b`
+  ///        that `start_route` guessed, finds the block that holds `from`
+  ///        (reading header lines near the guess only), interpolates where
+  ///        `from` lies in it, and prefetches the key and value lines that
+  ///        the first `limit` entries from there take (at most
+  ///        `scan_prefetch_entries`), and the log's keys when it holds some.
+  /// @return the start to pass to `copy_ordered` while the BPA is unchanged;
+  ///         no start ({-1, 0}: copy_ordered routes itself, nothing
+  ///         prefetched) when the BPA is not `sorted()`.
+  [[nodiscard]] slot start_scan(key_type from, std::size_t b, std::size_t limit) const noexcept;
+  /// Entries past which `start_scan` prefetches nothing: longer reads stream.
+  static constexpr std::size_t scan_prefetch_entries = 128;
+
   void finish_get(slot guess, key_type key, value_type* value, std::uint8_t* found) const noexcept {
     const slot t = locate(guess, key);
     *value = t.found() ? *value_at(t) : 0;
@@ -311,10 +325,12 @@ class basic_bpa {
   ///        caches: put_entry). A BPA whose log and blocks are sorted (as
   ///        `sort()` and bulk load leave it) is copied block by block in
   ///        straight loops; the log's keys are merged into the block whose
-  ///        bounds hold them.
+  ///        bounds hold them. `start`, from `start_scan` for the same
+  ///        `from`, saves reading the whole header and first block to find
+  ///        where `from` lies.
   /// @return the number of entries written.
   template <bool Stream = false>
-  std::size_t copy_ordered(key_type from, std::size_t limit, entry* out) const noexcept;
+  std::size_t copy_ordered(key_type from, std::size_t limit, entry* out, slot start = {-1, 0}) const noexcept;
 
   /// @brief Sorts the log and every block in place (contents unchanged), so
   ///        that later `iterate` calls copy nothing.
@@ -390,6 +406,27 @@ class basic_bpa {
     std::size_t c = 0;
     for (std::size_t b = 1; b < num_blocks; ++b) c += header_[b] <= key;
     return std::min<std::size_t>(c, block_count_ - 1u);
+  }
+
+  /// Keys of sorted block `b` below `key`: counted in the lookup window at
+  /// `at` when the rank lies there, else over the whole block.
+  [[nodiscard]] std::size_t rank_in_block(std::size_t b, std::size_t at, key_type key) const noexcept {
+    const key_type* keys = block_keys_[b];
+    const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
+    std::size_t c = 0;
+    if constexpr (block_capacity >= lookup_window) {
+      if (n >= lookup_window) {
+        const std::size_t w = std::min(at, n - lookup_window);
+        const key_type* wk = keys + w;
+        // Keys before the window are below `key`, keys after it are not.
+        if ((w == 0 || wk[0] < key) && (w + lookup_window == n || key <= wk[lookup_window - 1])) {
+          for (std::size_t t = 0; t < lookup_window; ++t) c += wk[t] < key;
+          return w + c;
+        }
+      }
+    }
+    for (std::size_t j = 0; j < n; ++j) c += keys[j] < key;
+    return c;
   }
 
   /// Keys per chunk of a sorted lookup or run: this many lookups' cache

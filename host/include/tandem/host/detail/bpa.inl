@@ -71,9 +71,38 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::iterate(key_type from, std
 }
 
 template <int LogSize, int NumBlocks, int BlockSize>
+typename basic_bpa<LogSize, NumBlocks, BlockSize>::slot basic_bpa<LogSize, NumBlocks, BlockSize>::start_scan(
+    key_type from, std::size_t b, std::size_t limit) const noexcept {
+  if (block_count_ == 0 || !sorted()) return {-1, 0};
+  const std::size_t blocks = std::min<std::size_t>(block_count_, num_blocks);
+  if constexpr (num_blocks > 1) {
+    b = std::min(b, blocks - 1);
+    while (b > 0 && header_[b] > from) --b;
+    b = advance(b, from);  // now route(from)
+  } else {
+    b = 0;
+  }
+  const std::size_t at = window_start(b, interpolation(b), from);
+  // The lines from the window's on, in this block and the next ones.
+  constexpr std::size_t per_line = 64 / sizeof(key_type);
+  std::size_t left = std::min(limit, scan_prefetch_entries) + lookup_window;
+  for (std::size_t c = b, j = at; c < blocks && left != 0; ++c, j = 0) {
+    const std::size_t end = std::min<std::size_t>(block_size_[c], j + left);
+    if (end <= j) continue;
+    left -= end - j;
+    for (std::size_t t = j - j % per_line; t < end; t += per_line) {
+      TANDEM_PREFETCH(&block_keys_[c][t]);
+      TANDEM_PREFETCH(&block_values_[c][t]);
+    }
+  }
+  for (std::size_t t = 0; t < log_size_; t += per_line) TANDEM_PREFETCH(&log_keys_[t]);
+  return {static_cast<int>(b), static_cast<int>(at)};
+}
+
+template <int LogSize, int NumBlocks, int BlockSize>
 template <bool Stream>
-std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::copy_ordered(key_type from, std::size_t limit,
-                                                                  entry* out) const noexcept {
+std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::copy_ordered(key_type from, std::size_t limit, entry* out,
+                                                                  slot start) const noexcept {
   if (!sorted()) {
     return iterate(from, limit, [&](key_type k, value_type v) { put_entry<Stream>(out++, k, v); });
   }
@@ -88,14 +117,15 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::copy_ordered(key_type from
   const std::size_t log_n = std::min<std::size_t>(log_size_, log_capacity);
   std::size_t li = below(log_keys_, log_n);
   std::size_t emitted = 0;
-  const std::size_t first = route(from);
+  const std::size_t first = start.block >= 0 ? static_cast<std::size_t>(start.block) : route(from);
   const std::size_t blocks = std::min<std::size_t>(block_count_, num_blocks);
   for (std::size_t b = first; b < blocks && emitted < limit; ++b) {
     const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
     const key_type* keys = block_keys_[b];
     const value_type* values = block_values_[b];
     // Later blocks hold only keys above their bound, which is above `from`.
-    std::size_t i = b == first ? below(keys, n) : 0;
+    std::size_t i = b != first ? 0 : start.block >= 0 ? rank_in_block(b, static_cast<std::size_t>(start.index), from)
+                                                     : below(keys, n);
     // The log's keys below the next block's bound go with this block.
     const std::size_t lj =
         b + 1 < blocks

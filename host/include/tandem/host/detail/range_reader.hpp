@@ -16,6 +16,14 @@
 
 namespace tandem::host::detail {
 
+/// Where an ordered read starts in a leaf (bpa::start_scan on leaf `leaf`),
+/// found ahead of the read while its lines load; the read uses it when that
+/// leaf owns its lo.
+struct scan_start {
+  leaf_id leaf = no_leaf;
+  bpa::slot at{-1, 0};
+};
+
 struct key_state {
   bool present;
   value_type value;
@@ -280,12 +288,14 @@ class range_reader {
   /// Writes the first `n` entries with key >= lo in ascending order to
   /// `out`: the ordered scan when no write of the batch lies in its range
   /// and `n` is its capped pre-batch count.
-  void stream_ordered(leaf_id start, key_type lo, std::uint64_t n, entry* out) const {
+  void stream_ordered(leaf_id start, key_type lo, std::uint64_t n, entry* out, const scan_start& from = {}) const {
     const bool stream = n >= stream_entries;
     for (leaf_id id = store_.walk_right(start, lo); n != 0 && id != no_leaf; id = store_[id].right) {
       const auto& l = store_[id];
       if (l.right != no_leaf && n > l.data.size()) store_[l.right].prefetch();  // the next leaf's first lines
-      const std::size_t wrote = stream ? l.data.copy_ordered<true>(lo, n, out) : l.data.copy_ordered(lo, n, out);
+      const bpa::slot at = id == from.leaf ? from.at : bpa::slot{-1, 0};
+      const std::size_t wrote =
+          stream ? l.data.copy_ordered<true>(lo, n, out, at) : l.data.copy_ordered(lo, n, out, at);
       out += wrote;
       n -= wrote;
     }
@@ -294,12 +304,13 @@ class range_reader {
 
   /// Writes to `out` the first entries, at most `limit`, with lo <= key <=
   /// bound in the pre-batch state, in key order. @return how many.
-  std::uint64_t copy_below(leaf_id start, key_type lo, key_type bound, std::uint64_t limit, entry* out) const {
+  std::uint64_t copy_below(leaf_id start, key_type lo, key_type bound, std::uint64_t limit, entry* out,
+                           const scan_start& at = {}) const {
     std::uint64_t n = 0;
     for (leaf_id id = store_.walk_right(start, lo); n < limit && id != no_leaf; id = store_[id].right) {
       const auto& l = store_[id];
       entry* const from = out + n;
-      entry* const end = from + l.data.copy_ordered(lo, limit - n, from);
+      entry* const end = from + l.data.copy_ordered(lo, limit - n, from, id == at.leaf ? at.at : bpa::slot{-1, 0});
       // The copy is in key order: drop what lies past `bound`.
       n += static_cast<std::uint64_t>(
           std::upper_bound(from, end, bound, [](key_type k, const entry& e) { return k < e.key; }) - from);
