@@ -140,10 +140,12 @@ struct pointer_output {
 /// Answers range ops on the pre-batch state, patched with earlier writes.
 class range_reader {
  public:
-  /// Scans of at least this many entries (1 MiB) write them past the caches
-  /// (put_entry): a batch of them outgrows the caches anyway, and streaming
-  /// stores skip reading every output line before writing it.
-  static constexpr std::uint64_t stream_entries = std::uint64_t{1} << 16;
+  /// Scans of at least this many entries (16 KiB) write them past the
+  /// caches (put_entry): a batch of them outgrows the caches anyway, and
+  /// streaming stores skip reading every output line before writing it.
+  /// From 2^10 rather than 2^16 entries, 256 scans of 10^4 entries copied
+  /// in 0.97 ms instead of 1.15 to 1.22 (H200 machine, 16 threads).
+  static constexpr std::uint64_t stream_entries = std::uint64_t{1} << 10;
 
   range_reader(const leaf_store& store, const write_list& writes) : store_(store), w_(writes) {}
 
