@@ -389,14 +389,15 @@ TYPED_TEST(BpaTest, RangesMatchModel) {
 // copy_ordered writes what iterate visits, from any key and with any limit:
 // on a BPA as inserts leave it (log, unsorted blocks), after sort(), and as
 // bulk load leaves it (empty log, sorted blocks: the straight block copies),
-// with the edge keys in it; on a sorted one also from start_scan's start.
+// with the edge keys in it, and with most keys erased; on a sorted one also
+// from start_scan's start.
 TYPED_TEST(BpaTest, CopyOrderedEqualsIterate) {
   using B = TypeParam;
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, B::capacity / 2 + 1, B::capacity}) {
     auto b = this->make();
     const auto model = this->fill(*b, n, 17 + n);
     std::mt19937_64 rng(n + 3);
-    for (const int state : {0, 1, 2}) {
+    for (const int state : {0, 1, 2, 3}) {
       if (state == 1) b->sort();  // the log stays: iterate's path
       if (state == 2) {           // as bulk load leaves it: empty log, sorted blocks
         std::vector<key_type> keys;
@@ -406,6 +407,15 @@ TYPED_TEST(BpaTest, CopyOrderedEqualsIterate) {
           values.push_back(v);
         }
         b->assign_sorted(keys.data(), values.data(), keys.size());
+      }
+      if (state == 3) {  // three keys in four erased: sparse and empty blocks
+        std::size_t i = 0;
+        for (const auto& kv : model) {
+          if (i++ % 4 != 0) {
+            ASSERT_TRUE(b->erase(kv.first));
+          }
+        }
+        b->sort();
       }
       std::vector<key_type> froms = {min_key, 1, max_key - 1, max_key};
       for (int i = 0; i < 30; ++i) {
