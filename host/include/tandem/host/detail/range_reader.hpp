@@ -332,15 +332,24 @@ class range_reader {
   }
 
   /// Writes the `n` smallest entries with lo <= key <= hi to `out` in no
-  /// particular order (same conditions as stream_ordered). Whole leaves are
-  /// copied as they lie; only the last leaf, where fewer than all of its
-  /// entries are wanted, is selected through `spill`.
+  /// particular order (same conditions as stream_ordered). A sorted leaf is
+  /// copied in key order, as stream_ordered does (as fast, and it needs no
+  /// count); an unsorted one's entries in the range are copied as they lie,
+  /// and only the last leaf, where fewer than all of them are wanted, is
+  /// selected through `spill`.
   void stream_unordered(leaf_id start, key_type lo, key_type hi, std::uint64_t n, entry* out,
                         entry_vector& spill) const {
     const bool stream = n >= stream_entries;
     for (leaf_id id = store_.walk_right(start, lo); n != 0 && id != no_leaf; id = store_[id].right) {
       const auto& l = store_[id];
       const key_type a = std::max(lo, l.low), b = std::min(hi, l.high);
+      if (l.data.sorted()) {  // the first n from a: none past hi, as n is at most their count
+        if (l.right != no_leaf && n > l.data.size()) store_[l.right].prefetch();
+        const std::size_t wrote = stream ? l.data.copy_ordered<true>(a, n, out) : l.data.copy_ordered(a, n, out);
+        out += wrote;
+        n -= wrote;
+        continue;
+      }
       const std::uint64_t c = a == l.low && b == l.high ? l.data.size() : l.data.count(a, b);
       if (c <= n) {
         out = stream ? copy_leaf_range<true>(l, a, b, c, out) : copy_leaf_range<false>(l, a, b, c, out);
