@@ -486,32 +486,39 @@ std::size_t read_ranges(const leaf_store& store, const leaf_phase_input& in, con
       entry stage[short_scan_entries];
       // How many scans ahead of the one copied each step runs.
       constexpr std::size_t first_line = prefetch_distance, header_line = prefetch_distance / 2,
-                            entry_lines = prefetch_distance / 4;
+                            entry_lines = prefetch_distance / 4, copy = 0;
       scan_start begins[prefetch_distance];  // by scan, modulo prefetch_distance
-      auto placed = [&](std::size_t i) { return scratch.slices[i].placed && scratch.slices[i].count != 0; };
+      // Round t runs each step on the scan `ahead` places before the one it
+      // copies, t - first_line: @return that scan when it is a placed one
+      // with entries, else `no_scan`.
+      constexpr std::size_t no_scan = std::numeric_limits<std::size_t>::max();
+      auto scan_at = [&](std::size_t t, std::size_t ahead) {
+        const std::size_t lag = first_line - ahead;
+        if (t < r.begin() + lag || t - lag >= r.end()) return no_scan;
+        const scan_buffers::slice& s = scratch.slices[t - lag];
+        return s.placed && s.count != 0 ? t - lag : no_scan;
+      };
       // The scans ascend by lo, and so does the first write at or above it:
       // found for the range's first placed scan, then walked.
       std::size_t first_write = w.n + 1;
       for (std::size_t t = r.begin(); t < r.end() + first_line; ++t) {
-        if (t < r.end() && placed(t)) {
-          store[rg[t].leaf].prefetch_first_line();
-          TANDEM_PREFETCH(&scratch.slot_dest[scratch.slices[t].slot]);
+        if (const std::size_t i = scan_at(t, first_line); i != no_scan) {
+          store[rg[i].leaf].prefetch_first_line();
+          TANDEM_PREFETCH(&scratch.slot_dest[scratch.slices[i].slot]);
         }
-        if (const std::size_t i = t - (first_line - header_line);
-            t >= r.begin() + (first_line - header_line) && i < r.end() && placed(i)) {
+        if (const std::size_t i = scan_at(t, header_line); i != no_scan) {
           const scan_buffers::slice& s = scratch.slices[i];
           scan_start& at = begins[i % prefetch_distance];
           at.leaf = store.walk_right(rg[i].leaf, s.lo);
           const auto& l = store[at.leaf];
           at.at.block = static_cast<int>(l.data.start_route(s.lo, l.low, l.high));
         }
-        if (const std::size_t i = t - (first_line - entry_lines);
-            t >= r.begin() + (first_line - entry_lines) && i < r.end() && placed(i)) {
+        if (const std::size_t i = scan_at(t, entry_lines); i != no_scan) {
           const scan_buffers::slice& s = scratch.slices[i];
           scan_start& at = begins[i % prefetch_distance];
           at.at = store[at.leaf].data.start_scan(s.lo, static_cast<std::size_t>(at.at.block), s.count);
         }
-        if (const std::size_t i = t - first_line; t >= r.begin() + first_line && placed(i)) {
+        if (const std::size_t i = scan_at(t, copy); i != no_scan) {
           const scan_buffers::slice& s = scratch.slices[i];
           if (first_write > w.n) first_write = w.first_at_or_above(s.lo);
           while (first_write < w.n && w.key[first_write] < s.lo) ++first_write;

@@ -236,14 +236,8 @@ class basic_bpa {
   /// `start_get` from the block `start_route` guessed: the block that
   /// holds `key` is sought from `b` in either direction.
   [[nodiscard]] slot start_get_near(key_type key, std::size_t b) const noexcept {
-    if constexpr (num_blocks > 1) {
-      b = std::min(b, num_blocks - 1);
-      while (b > 0 && header_[b] > key) --b;
-    } else {
-      b = 0;
-    }
     slot g;
-    guess_chunk(&key, 1, 1, b, &g);
+    guess_chunk(&key, 1, 1, seek_block(key, b), &g);
     return g;
   }
   /// @brief An ordered read's first step for a caller that keeps many reads
@@ -406,6 +400,18 @@ class basic_bpa {
     std::size_t c = 0;
     for (std::size_t b = 1; b < num_blocks; ++b) c += header_[b] <= key;
     return std::min<std::size_t>(c, block_count_ - 1u);
+  }
+
+  /// The block that holds (or would hold) `key`, route(key), sought from
+  /// block `b` in either direction: reads header lines near `b` only.
+  [[nodiscard]] std::size_t seek_block(key_type key, std::size_t b) const noexcept {
+    if constexpr (num_blocks > 1) {
+      b = std::min<std::size_t>(b, std::max<std::size_t>(block_count_, 1) - 1);
+      while (b > 0 && header_[b] > key) --b;
+      return advance(b, key);
+    } else {
+      return 0;
+    }
   }
 
   /// Keys of sorted block `b` below `key`: counted in the lookup window at

@@ -75,13 +75,7 @@ typename basic_bpa<LogSize, NumBlocks, BlockSize>::slot basic_bpa<LogSize, NumBl
     key_type from, std::size_t b, std::size_t limit) const noexcept {
   if (block_count_ == 0 || !sorted()) return {-1, 0};
   const std::size_t blocks = std::min<std::size_t>(block_count_, num_blocks);
-  if constexpr (num_blocks > 1) {
-    b = std::min(b, blocks - 1);
-    while (b > 0 && header_[b] > from) --b;
-    b = advance(b, from);  // now route(from)
-  } else {
-    b = 0;
-  }
+  b = seek_block(from, b);
   const std::size_t at = window_start(b, interpolation(b), from);
   // The lines from the window's on, in this block and the next ones.
   constexpr std::size_t per_line = 64 / sizeof(key_type);
