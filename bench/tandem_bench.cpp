@@ -151,6 +151,9 @@ int main(int argc, char** argv) {
   if (opt.small_batch != "auto") cfg.small_batch_ops = static_cast<std::size_t>(*parse_count(opt.small_batch));
   if (opt.direct_gets != "auto") cfg.direct_get_ops = static_cast<std::size_t>(*parse_count(opt.direct_gets));
   if (opt.group_commit != "auto") cfg.group_commit_ops = static_cast<std::size_t>(*parse_count(opt.group_commit));
+  if (opt.group_commit_output != "auto") {
+    cfg.group_commit_output_bytes = static_cast<std::size_t>(*parse_count(opt.group_commit_output));
+  }
   cfg.device = opt.device == "gpu"   ? tandem::device_kind::gpu
                : opt.device == "cpu" ? tandem::device_kind::cpu
                                      : tandem::device_kind::automatic;

@@ -235,6 +235,13 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(count_in(0, std::uint64_t{1} << 32, true))
       ->type_name("N|auto")
       ->capture_default_str();
+  app.add_option("--group-commit-output", opt.group_commit_output,
+                 "tandem::config.group_commit_output_bytes: most bytes of scan entries (by the scans' limits) "
+                 "that folded batches may return together; a batch whose scans may return more runs alone; auto: "
+                 "the config's default")
+      ->check(count_in(0, std::uint64_t{1} << 40, true))
+      ->type_name("BYTES|auto")
+      ->capture_default_str();
   app.add_option("--gpu-scatter", opt.gpu_scatter,
                  "tandem::config.gpu_scatter: on, a GPU-routed batch's answers go back to batch order on the GPU; "
                  "off, on the host. The tandem line says how many batches scattered where")

@@ -36,6 +36,7 @@ struct options {
   std::string small_batch = "auto";  ///< config.small_batch_ops (auto: the config's default)
   std::string direct_gets = "auto";  ///< config.direct_get_ops (auto: the config's default)
   std::string group_commit = "auto";  ///< config.group_commit_ops (auto: the config's default)
+  std::string group_commit_output = "auto";  ///< config.group_commit_output_bytes (auto: the default)
   double leaf_fill = 0.75;
   bool verify = false;
   bool baselines = true;

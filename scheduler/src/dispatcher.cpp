@@ -195,8 +195,7 @@ job* index::impl::gather(job* first) {
   std::size_t count = 0;
   std::size_t total = first->ops.size();
   std::uint64_t output = scan_output_bound(*first);
-  const std::uint64_t cap = cfg_.max_batch_output_bytes == 0 ? std::numeric_limits<std::uint64_t>::max()
-                                                             : cfg_.max_batch_output_bytes;
+  const std::uint64_t cap = fold_output_cap();
   taken[count++] = first;
   while (count < max_group_members) {
     job* j = take_next();

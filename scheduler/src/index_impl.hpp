@@ -302,12 +302,18 @@ class index::impl {
   /// May be folded with other queued batches (group commit).
   [[nodiscard]] bool foldable(const job& j) const noexcept {
     return j.type == job::kind::batch && j.ops.size() < cfg_.group_commit_ops &&
-           (cfg_.max_batch_output_bytes == 0 || scan_output_bound(j) <= cfg_.max_batch_output_bytes);
+           (j.ops.scans().empty() || scan_output_bound(j) <= fold_output_cap());
+  }
+  /// Most bytes of scan output a fold may return (its scans' limits):
+  /// config.group_commit_output_bytes, and config.max_batch_output_bytes,
+  /// so the cap, which is per batch, never refuses a scan for another
+  /// batch's output.
+  [[nodiscard]] std::uint64_t fold_output_cap() const noexcept {
+    if (cfg_.max_batch_output_bytes == 0) return cfg_.group_commit_output_bytes;
+    return std::min(cfg_.group_commit_output_bytes, cfg_.max_batch_output_bytes);
   }
   /// Most bytes of scan output the batch of `j` can return (its scans'
-  /// limits). Batches are folded only while the sum stays within
-  /// config.max_batch_output_bytes, so the cap, which is per batch, never
-  /// refuses a scan for another batch's output.
+  /// limits).
   [[nodiscard]] static std::uint64_t scan_output_bound(const job& j) noexcept {
     std::uint64_t entries = 0;
     for (const scan_spec& s : j.ops.scans()) entries += std::min<std::uint64_t>(s.limit, max_scan_limit + 1);

@@ -223,6 +223,63 @@ TEST(GroupCommit, TheOutputCapStaysPerBatch) {
   EXPECT_GT(idx.stats().grouped_batches, 0u) << "scan batches still fold with batches of gets";
 }
 
+// config.group_commit_output_bytes bounds the scan output (by the scans'
+// limits) of a fold: batches fold while their limits fit it together, a
+// batch whose limits alone exceed it runs alone, and 0 keeps every batch
+// with scans out of folds. Answers are the same either way.
+TEST(GroupCommit, FoldsStopAtTheOutputBound) {
+  for (const std::size_t bound : {std::size_t{100} * sizeof(entry), std::size_t{0}}) {
+    config cfg;
+    cfg.threads = 2;
+    cfg.group_commit_output_bytes = bound;
+    tandem::index idx(cfg);
+    std::vector<entry> pairs;
+    for (std::uint64_t k = 0; k < 1000; ++k) pairs.push_back({k * 10, k});
+    pairs.push_back({max_key, 9});
+    idx.load(pairs);
+    std::promise<void> entered;
+    std::promise<void> go;
+    std::shared_future<void> release = go.get_future().share();
+    batch hold;
+    hold.get(0);
+    idx.submit(hold, [&entered, release](batch_result, std::exception_ptr) {
+      entered.set_value();
+      release.wait();
+    });
+    entered.get_future().wait();
+    batch a;  // gets: fold with b (bound 100) or with nothing but gets (bound 0)
+    a.get(10).get(max_key);
+    batch b;  // 60 entries at most
+    b.scan(0, max_key, 60);
+    batch c;  // 50 more: past 100 with b, so c starts the next fold
+    c.scan(500, max_key, 50, scan_order::unordered);
+    batch d;  // 200 alone: runs alone
+    d.scan(0, max_key, 200).get(20);
+    batch e;
+    e.get(30);
+    std::vector<std::future<batch_result>> f;
+    for (batch* x : {&a, &b, &c, &d, &e}) f.push_back(idx.submit(std::move(*x)));
+    go.set_value();
+    std::vector<batch_result> r;
+    for (auto& x : f) r.push_back(x.get());
+    EXPECT_EQ(idx.stats().grouped_batches, bound == 0 ? 0u : 2u) << "bound " << bound;
+    EXPECT_EQ(r[0].value(0), 1u);
+    EXPECT_EQ(r[0].value(1), 9u);
+    ASSERT_EQ(r[1].scan(0).size(), 60u);
+    for (std::size_t i = 0; i < 60; ++i) EXPECT_EQ(r[1].scan(0)[i].key, i * 10);
+    ASSERT_EQ(r[2].scan(0).size(), 50u);
+    std::vector<key_type> got;
+    for (const entry& x : r[2].scan(0)) got.push_back(x.key);
+    std::sort(got.begin(), got.end());
+    for (std::size_t i = 0; i < 50; ++i) EXPECT_EQ(got[i], 500 + i * 10);
+    ASSERT_EQ(r[3].scan(0).size(), 200u);
+    EXPECT_EQ(r[3].scan(0)[199].key, 1990u);
+    EXPECT_EQ(r[3].value(1), 2u);
+    EXPECT_EQ(r[4].value(0), 3u);
+    for (std::size_t i = 1; i < r.size(); ++i) EXPECT_EQ(r[i].sequence(), r[i - 1].sequence() + 1);
+  }
+}
+
 TEST(GroupCommit, ResultsOutliveTheirSiblingsAndTheIndex) {
   std::vector<batch_result> kept;
   {

@@ -62,9 +62,17 @@ struct config {
   /// order, sees the writes of the ones before it, gets its own answers and
   /// its own sequence number), so many clients with small batches share the
   /// fixed costs of one. Batches of more ops run alone, and batches are
-  /// folded only while their scans' limits fit max_batch_output_bytes
-  /// together (the cap stays per batch). 0: never fold.
+  /// folded only while their scans' limits fit group_commit_output_bytes
+  /// and max_batch_output_bytes together (the cap stays per batch). 0:
+  /// never fold.
   std::size_t group_commit_ops = std::size_t{1} << 16;
+  /// Most bytes of scan entries (by the scans' limits) that batches folded
+  /// by group commit may return together; a batch whose scans may return
+  /// more runs alone. Such a batch already carries its fixed costs, and a
+  /// fold's scan output lives in one pooled buffer, which a larger fold
+  /// than any before must grow (fresh pages, first touched inside the
+  /// batch). 0: batches with scans are not folded.
+  std::size_t group_commit_output_bytes = std::size_t{1} << 24;
   /// Microseconds the dispatcher keeps looking for the next batch before it
   /// sleeps: a batch submitted within it starts without a wake-up. 0: sleep
   /// at once.
