@@ -237,8 +237,9 @@ TANDEM_HD inline std::uint32_t descend(const inner_layout_view& v, key_type key)
 
 /// @brief One level of a descent of m keys taken together: ordinals[i], the
 ///        node key i reached at `level` (0, the root, at level 0), becomes
-///        the node one level down, whose middle key line is prefetched; at
-///        the last level it becomes the key's leaf ordinal (as descend).
+///        the node one level down, whose key lines and child_prefix entry
+///        are prefetched (on the CPU); at the last level it becomes the
+///        key's leaf ordinal (as descend).
 ///        Taking every key a level before any takes the next overlaps the
 ///        loads of different keys; a caller may also interleave other work
 ///        between levels.
@@ -252,7 +253,11 @@ TANDEM_HD inline void descend_level(const inner_layout_view& v, int level, const
   for (std::uint32_t i = 0; i < m; ++i) {
     const std::uint32_t x = node_search<F>(v, ordinals[i], keys[i]);
     ordinals[i] = last ? x - v.node_count : x;
-    if (!last) TANDEM_PREFETCH(v.key_region + static_cast<std::size_t>(x) * F + F / 2 - 1);
+    if (!last) {  // every line the search of the node below reads
+      const key_type* node = v.key_region + static_cast<std::size_t>(x) * F;
+      for (int line = 0; line < F / 8; ++line) TANDEM_PREFETCH(node + line * 8);
+      TANDEM_PREFETCH(v.child_prefix + x);
+    }
   }
 }
 
