@@ -10,7 +10,7 @@
 // Finishing a batch fulfils its future or runs its callback on the
 // dispatcher thread; the futures of a folded job whose batches have no
 // callback are fulfilled in parallel on the arena's threads (each wakes a
-// client).
+// client) while the dispatcher goes on to the next batch.
 #include "index_impl.hpp"
 
 #include <tandem/device/device_query.hpp>
@@ -247,9 +247,13 @@ void index::impl::dispatch() {
         deliver_scattered();  // nothing else to overlap it with
         j = pop_or_wait();
       }
-      if (!j) return;
+      if (!j) {
+        wait_for_answers();
+        return;
+      }
       if (j->type != job::kind::batch) {
         deliver_scattered();  // loads and barriers come after every earlier batch
+        wait_for_answers();
         run(j);
         delete j;
         continue;
@@ -393,43 +397,66 @@ void index::impl::make_member_results(prepared& p) {
 void index::impl::deliver_members(prepared& p) {
   // Each member's result is a window of the whole batch's answer columns
   // (shared); its keys are copied into the key column it came with. Every
-  // member gets its sequence number in queue order first; then, when no
-  // member has a callback (those run here, in queue order), the futures
-  // are fulfilled in parallel: each wakes a waiting client, which costs the
-  // waker microseconds.
+  // member gets its sequence number in queue order here. When a member has
+  // a callback, all are answered here, in queue order (callbacks run on the
+  // dispatcher). Otherwise the arena fulfils the futures in parallel while
+  // the dispatcher goes on to the next batch: each fulfilment wakes a
+  // waiting client, which costs the waker microseconds.
   job& whole = *p.j;
   if (!p.failure && p.result_keys.size() != p.n) p.result_keys = whole.ops.take_keys();
-  const std::size_t count = whole.members.size();
-  const std::uint64_t first = sequence_;
+  fold_answers a;
+  a.members = std::move(whole.members);
+  a.member_begin = std::move(whole.member_begin);
+  if (!p.failure) a.results = std::move(p.member_results);
+  a.keys = std::move(p.result_keys);
+  a.failure = p.failure;
+  a.first_sequence = sequence_;
+  const std::size_t count = a.members.size();
   sequence_ += count;
-  std::array<bool, max_group_members> answered{};
-  const auto answer = [&](std::size_t m) {
-    answered[m] = true;
-    job* member = whole.members[m];
-    batch_result result;
-    if (!p.failure) {
-      result = std::move(p.member_results[m]);
-      const auto k = p.result_keys.begin() + static_cast<std::ptrdiff_t>(whole.member_begin[m]);
-      std::copy(k, k + static_cast<std::ptrdiff_t>(result.size()), result.mutable_keys().begin());
-    }
-    result.set_sequence(first + m);
-    finish(*member, std::move(result), p.failure);
-    delete member;
-  };
-  const bool callbacks =
-      std::any_of(whole.members.begin(), whole.members.end(), [](const job* m) { return bool(m->done); });
-  if (!callbacks) {
-    try {
-      run_in_arena([&] { tbb::parallel_for(std::size_t{0}, count, answer); });
-    } catch (...) {  // the arena could not take the tasks: the rest are answered here
-    }
-  }
-  for (std::size_t m = 0; m < count; ++m) {
-    if (!answered[m]) answer(m);
-  }
   p.columns.reset();
   delete p.j;
   p.j = nullptr;
+  const bool callbacks = std::any_of(a.members.begin(), a.members.end(), [](const job* m) { return bool(m->done); });
+  if (!callbacks && threads_ > 1) {  // the arena has workers to take it
+    std::unique_ptr<fold_answers> handed;
+    try {
+      handed = std::make_unique<fold_answers>(std::move(a));
+      answering_.fetch_add(1);
+      fold_answers* const f = handed.get();
+      // The task owns f, and frees it before the count drops: the index may
+      // be destroyed as soon as the count reads 0.
+      arena_.enqueue([this, f] {
+        tbb::parallel_for(std::size_t{0}, f->members.size(), [&](std::size_t m) { answer_member(*f, m); });
+        delete f;
+        answering_.fetch_sub(1);
+      });
+      handed.release();
+      return;
+    } catch (...) {  // no memory to hand them over: they are answered here
+      if (handed) {
+        answering_.fetch_sub(1);
+        a = std::move(*handed);
+      }
+    }
+  }
+  for (std::size_t m = 0; m < count; ++m) answer_member(a, m);
+}
+
+void index::impl::answer_member(fold_answers& a, std::size_t m) {
+  job* member = a.members[m];
+  batch_result result;
+  if (!a.failure) {
+    result = std::move(a.results[m]);
+    const auto k = a.keys.begin() + static_cast<std::ptrdiff_t>(a.member_begin[m]);
+    std::copy(k, k + static_cast<std::ptrdiff_t>(result.size()), result.mutable_keys().begin());
+  }
+  result.set_sequence(a.first_sequence + m);
+  finish(*member, std::move(result), a.failure);
+  delete member;
+}
+
+void index::impl::wait_for_answers() {
+  while (answering_.load() != 0) std::this_thread::yield();
 }
 
 void index::impl::finish(job& j, batch_result&& result, const std::exception_ptr& failure) {

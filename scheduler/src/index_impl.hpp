@@ -227,6 +227,19 @@ class index::impl {
   job* take_next() { return held_.empty() ? try_pop() : held_.pop_front(); }
   void finish(job& j, batch_result&& result, const std::exception_ptr& failure);
   void deliver_members(prepared& p);
+  /// The answers of a folded job, moved out of its slot for delivery.
+  struct fold_answers {
+    std::vector<job*> members;
+    std::vector<std::size_t> member_begin;
+    std::vector<batch_result> results;  // empty when the job failed
+    tandem::detail::column<key_type> keys;
+    std::exception_ptr failure;
+    std::uint64_t first_sequence = 0;
+  };
+  /// Fulfils member m's future or runs its callback, and deletes the member.
+  void answer_member(fold_answers& a, std::size_t m);
+  /// Waits until every fold handed to the arena has been answered.
+  void wait_for_answers();
   /// Makes p.member_results for a group-commit job, each holding its
   /// member's error messages and room for its keys. Runs before the batch's
   /// first write, where failing for lack of memory fails the batch whole.
@@ -287,6 +300,9 @@ class index::impl {
     }
   }
   tbb::task_arena serial_arena_{1, 1};
+  /// Folds whose futures the arena's workers are fulfilling while the
+  /// dispatcher goes on.
+  std::atomic<std::size_t> answering_{0};
   static thread_local bool serial_stage_;
   /// Sets serial_stage_ for a scope on the dispatcher thread.
   class serial_scope {
