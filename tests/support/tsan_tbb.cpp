@@ -25,12 +25,12 @@
 // the real one is found with dlsym(RTLD_NEXT)) and turn them into
 // __tsan_release / __tsan_acquire:
 //   call_itt_notify   join edges; the release of a freed task object;
-//   spawn             the fork edge (see acquiring_task);
+//   spawn, enqueue    the fork edge (see acquiring_task); enqueue takes the
+//                     tasks of task_arena::enqueue;
 //   wait, execute_and_wait   the last decrement of a wait_context's count;
 //   allocate          the acquire of a rebuilt task object.
-// Tasks given to a task_arena's enqueue (r1::submit) are not covered:
-// tandem does not enqueue. A report that remains is a race to fix, or a
-// case for this file; tests/tsan.supp is the last resort.
+// A report that remains is a race to fix, or a case for this file;
+// tests/tsan.supp is the last resort.
 #if defined(__SANITIZE_THREAD__)  // GCC
 #define TANDEM_TSAN_TBB 1
 #elif defined(__has_feature)  // clang
@@ -44,6 +44,7 @@
 #include <oneapi/tbb/detail/_small_object_pool.h>
 #include <oneapi/tbb/detail/_task.h>
 #include <oneapi/tbb/profiling.h>
+#include <oneapi/tbb/task_arena.h>
 
 #include <sanitizer/tsan_interface.h>
 
@@ -119,6 +120,20 @@ void __TBB_EXPORTED_FUNC spawn(d1::task& t, d1::task_group_context& ctx, d1::slo
   using fn = void (*)(d1::task&, d1::task_group_context&, d1::slot_id);
   static const fn real = next_definition<fn>("_ZN3tbb6detail2r15spawnERNS0_2d14taskERNS2_18task_group_contextEt");
   real(*new acquiring_task(t), ctx, id);
+}
+
+// task_arena::enqueue: the task runs later on any thread of the arena.
+void __TBB_EXPORTED_FUNC enqueue(d1::task& t, d1::task_arena_base* a) {
+  using fn = void (*)(d1::task&, d1::task_arena_base*);
+  static const fn real = next_definition<fn>("_ZN3tbb6detail2r17enqueueERNS0_2d14taskEPNS2_15task_arena_baseE");
+  real(*new acquiring_task(t), a);
+}
+
+void __TBB_EXPORTED_FUNC enqueue(d1::task& t, d1::task_group_context& ctx, d1::task_arena_base* a) {
+  using fn = void (*)(d1::task&, d1::task_group_context&, d1::task_arena_base*);
+  static const fn real = next_definition<fn>(
+      "_ZN3tbb6detail2r17enqueueERNS0_2d14taskERNS2_18task_group_contextEPNS2_15task_arena_baseE");
+  real(*new acquiring_task(t), ctx, a);
 }
 
 // A parallel algorithm waits on a wait_context, on the waiting thread's
