@@ -339,8 +339,16 @@ class index::impl {
   /// (config.direct_get_ops): with more, the sorted path's shared reads of
   /// a leaf's lines win (measured at 2^22 and 2^24 keys).
   static constexpr std::size_t direct_gets_per_leaf = 4;
+  /// Scan entries per op of config.small_batch_ops up to which a batch's
+  /// scans leave it small: past that, copying them on the workers in
+  /// parallel outweighs the hand-offs that running alone saves.
+  static constexpr std::uint64_t small_batch_scan_entries_per_op = 64;
+  /// Runs every stage on the dispatcher thread (config.small_batch_ops):
+  /// at most that many ops, whose scans may return at most
+  /// small_batch_scan_entries_per_op entries per op of it together.
   [[nodiscard]] bool is_small(const job& j) const noexcept {
-    return j.type == job::kind::batch && j.ops.size() <= cfg_.small_batch_ops;
+    return j.type == job::kind::batch && j.ops.size() <= cfg_.small_batch_ops &&
+           scan_output_bound(j) <= cfg_.small_batch_ops * small_batch_scan_entries_per_op * sizeof(entry);
   }
   std::size_t threads_ = 0;
   std::string device_;

@@ -139,6 +139,45 @@ TEST(IndexDifferential, SmallBatchPathGivesTheModelsAnswers) {
   }
 }
 
+// Batches of at most small_batch_ops ops whose scans may return more than
+// 4096 entries together run on the workers, the others on the dispatcher
+// alone: both, with writes before and inside the scans' ranges.
+TEST(IndexDifferential, SmallBatchesWithLongScansGiveTheModelsAnswers) {
+  config cfg;
+  cfg.threads = 3;
+  tandem::index idx(cfg);
+  test::index_model model;
+  test::key_source keys(key_pattern::edges, 40000, 91);
+  auto& rng = keys.rng();
+  model.load(idx, keys.pairs(20000));
+  test::batch_mix writes_and_scans;
+  writes_and_scans.scan = 30;
+  std::size_t long_batches = 0;
+  for (std::size_t round = 0; round < 60; ++round) {
+    std::vector<batch> batches;
+    std::vector<std::future<batch_result>> results;
+    for (int i = 0; i < 6; ++i) {
+      const std::size_t n = 1 + rng() % cfg.small_batch_ops;
+      batch b = test::random_batch(keys, n - 1, writes_and_scans);
+      // One scan up to UINT64_MAX with a limit that passes the bound alone
+      // half the time (placed when enough keys lie above lo).
+      const std::uint64_t limit = rng() % 2 ? 4097 + rng() % 4000 : rng() % 4000;
+      b.scan(keys(), max_key, limit, rng() % 3 == 0 ? scan_order::unordered : scan_order::ordered);
+      long_batches += limit > 4096;
+      batches.push_back(b);
+      results.push_back(idx.submit(std::move(b)));
+    }
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      ASSERT_EQ(model.check(batches[i], results[i].get(), "round " + std::to_string(round)), 0u);
+    }
+    if (round % 20 == 0) {
+      ASSERT_NO_THROW(idx.verify());
+    }
+  }
+  EXPECT_GT(long_batches, 60u);
+  EXPECT_EQ(idx.size(), model.data.size());
+}
+
 // An index of full leaves (the writes split them), 3 threads, fanout 16,
 // loaded with `loaded` uniform keys of `key_space`, its model, and batches
 // of gets of present, absent and edge keys with repeats.

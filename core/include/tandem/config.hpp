@@ -47,7 +47,10 @@ struct config {
   std::size_t min_gpu_batch = 1u << 14;
   /// Batches of at most this many ops run every stage on the dispatcher
   /// thread alone (no worker is woken, nothing fans out): a small batch
-  /// costs less than the hand-offs to other threads would. 0: never.
+  /// costs less than the hand-offs to other threads would. A batch whose
+  /// scans may return more than 64 entries per op of this bound together
+  /// (by their limits: 4096 entries by default) is not small: its copying
+  /// goes to the workers. 0: never.
   std::size_t small_batch_ops = 64;
   /// Batches of gets only with at most this many ops (group-commit batches
   /// counted whole) and at most 4 gets per leaf of the index (or at most
