@@ -20,7 +20,11 @@
 /// config.group_commit_ops): each still takes effect in queue order, sees
 /// the writes of the ones before it and gets its own result and sequence
 /// number; if that combined run fails, each of its batches fails with the
-/// same exception.
+/// same exception. Callbacks run in queue order; the futures of batches
+/// run together are fulfilled on the index's worker threads while later
+/// batches already run, so a later batch's callback (or future) may
+/// complete before an earlier batch's future, which has taken effect all
+/// the same.
 ///
 /// What waits: `submit` never waits for the batch to run; `execute`, `load`
 /// and `verify` wait. A callback runs on the index's dispatcher thread: it
