@@ -28,7 +28,9 @@
 //   spawn, enqueue    the fork edge (see acquiring_task); enqueue takes the
 //                     tasks of task_arena::enqueue;
 //   wait, execute_and_wait   the last decrement of a wait_context's count;
-//   allocate          the acquire of a rebuilt task object.
+//   allocate          the acquire of a rebuilt task object;
+//   cache_aligned_allocate, cache_aligned_deallocate   the same for memory
+//                     that libtbb's allocator hands out again.
 // A report that remains is a race to fix, or a case for this file;
 // tests/tsan.supp is the last resort.
 #if defined(__SANITIZE_THREAD__)  // GCC
@@ -41,6 +43,7 @@
 
 #if defined(TANDEM_TSAN_TBB)
 
+#include <oneapi/tbb/cache_aligned_allocator.h>
 #include <oneapi/tbb/detail/_small_object_pool.h>
 #include <oneapi/tbb/detail/_task.h>
 #include <oneapi/tbb/profiling.h>
@@ -190,6 +193,27 @@ void* __TBB_EXPORTED_FUNC allocate(d1::small_object_pool*& pool, std::size_t byt
   static const fn real = next_definition<fn>("_ZN3tbb6detail2r18allocateERPNS0_2d117small_object_poolEm");
   void* p = real(pool, bytes);
   __tsan_acquire(p);
+  return p;
+}
+
+// Memory libtbb takes from and gives back to its allocator (tbbmalloc where
+// installed, which ThreadSanitizer does not see): task pools and the
+// storage of enumerable_thread_specific among it. A block a task object
+// lived in (freed on one thread: "destroy" above) may come back from here
+// on another thread as the storage of something else; the allocation
+// acquires what the free released.
+void __TBB_EXPORTED_FUNC cache_aligned_deallocate(void* p) {
+  using fn = void (*)(void*);
+  static const fn real = next_definition<fn>("_ZN3tbb6detail2r124cache_aligned_deallocateEPv");
+  if (p) __tsan_release(p);
+  real(p);
+}
+
+void* __TBB_EXPORTED_FUNC cache_aligned_allocate(std::size_t bytes) {
+  using fn = void* (*)(std::size_t);
+  static const fn real = next_definition<fn>("_ZN3tbb6detail2r122cache_aligned_allocateEm");
+  void* p = real(bytes);
+  if (p) __tsan_acquire(p);
   return p;
 }
 
