@@ -390,15 +390,24 @@ template <class Run>
 std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& run, std::size_t n) {
   std::size_t b = 0;
   slot guesses[lookup_chunk];
+  slot located[lookup_chunk];
   for (std::size_t c = 0; c < n; c += lookup_chunk) {
     const std::size_t m = std::min(n - c, lookup_chunk);
     b = guess_chunk(run.advanced(c).keys(), Run::key_stride, m, b, guesses);
+    // Every key of the chunk is located in its block before any op runs,
+    // so that the value lines the guesses missed load meanwhile.
+    for (std::size_t i = 0; i < m; ++i) {
+      located[i] = find_from_guess(guesses[i], run.key(c + i));
+      prefetch_value(located[i]);
+    }
+    bool erased = false;  // in a block: the slots located there may have moved
     for (std::size_t i = 0; i < m; ++i) {
       const key_type key = run.key(c + i);
       const op_kind kind = run.kind(c + i);
       // An earlier op of the chunk may have flushed the log: then the
-      // guesses are stale and the key is routed again.
-      slot s = guesses[i].block < 0 ? find_in_blocks(key) : find_from_guess(guesses[i], key);
+      // guesses are stale and the key is routed again. A key absent from
+      // its block is sought in the log, where an earlier op may have put it.
+      slot s = guesses[i].block < 0 ? find_in_blocks(key) : erased ? find_from_guess(guesses[i], key) : located[i];
       if (!s.found()) s = find_in_log(key);
       const bool adds = !s.found() && (kind == op_kind::put || kind == op_kind::insert);
       if (adds && size_ == capacity) return c + i;
@@ -412,6 +421,7 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& ru
       } else if (s.found() && kind == op_kind::put) {
         *value_at(s) = run.value(c + i);
       } else if (s.found() && kind == op_kind::erase) {
+        erased = erased || s.block >= 0;
         erase_at(s);
       }
     }
