@@ -7,6 +7,9 @@
 // follow right links. Batches found waiting together (each below
 // config.group_commit_ops) are folded into one job whose ops are theirs back
 // to back: one run, then each gets a window of its answers (group commit).
+// A batch of gets answered directly may go to a reader task on the arena,
+// which answers and delivers it while the dispatcher takes up the next;
+// readers run beside each other, and a batch that may write waits for them.
 // Finishing a batch fulfils its future or runs its callback on the
 // dispatcher thread; the futures of a folded job whose batches have no
 // callback are fulfilled in parallel on the arena's threads (each wakes a
@@ -186,6 +189,10 @@ prepared* index::impl::take_slot(job* j) {
   prepared* p = &slots_[next_slot_];
   p->reset(j, &spaces_[next_slot_]);
   next_slot_ = (next_slot_ + 1) % pipeline_depth;
+  // Batches are taken up in queue order: their sequence numbers are given
+  // here, since a reader task may deliver before an earlier batch.
+  p->sequence = sequence_;
+  sequence_ += j->members.empty() ? 1 : j->members.size();
   return p;
 }
 
@@ -263,6 +270,10 @@ void index::impl::dispatch() {
       const serial_scope serial(is_small(*j));
       prepare(*ready);
     }
+    if (ready->direct && launch_reader(*ready)) {
+      ready = nullptr;  // it runs beside the dispatcher, which takes up the next
+      continue;
+    }
     // The next batch is validated and routed on the look-ahead thread while
     // this one runs its leaf phase; a small one on this thread afterwards.
     prepared* next = nullptr;
@@ -277,6 +288,7 @@ void index::impl::dispatch() {
         held_.push_front(j2);
       }
     }
+    if (!ready->direct) wait_for_readers();  // it may write
     {
       const serial_scope serial(is_small(*ready->j));
       leaf_stage(*ready);
@@ -340,6 +352,7 @@ void index::impl::leaf_stage(prepared& p) {
   } catch (...) {
     p.failure = std::current_exception();
     p.gpu_scatter = false;
+    if (p.direct) return;  // it only read (and may run beside other readers)
     // The batch may have split leaves before failing: bring the leaf table
     // and inner layout back in line with the leaves so the index stays
     // consistent for the next batch.
@@ -352,12 +365,12 @@ void index::impl::leaf_stage(prepared& p) {
 
 // Delivering allocates nothing: the batch's writes are done, and it must
 // not fail now (stats are best effort).
-void index::impl::deliver(prepared& p) {
+void index::impl::deliver(prepared& p, bool on_worker) {
   try {
     publish_stats(&p, p.failure != nullptr, p.splits);
   } catch (...) {
   }
-  if (!p.j->members.empty()) return deliver_members(p);
+  if (!p.j->members.empty()) return deliver_members(p, on_worker);
   job& j = *p.j;
   batch_result result;
   if (!p.failure) {
@@ -366,7 +379,7 @@ void index::impl::deliver(prepared& p) {
     result.set_errors(std::move(p.errors));
   }
   p.columns.reset();
-  result.set_sequence(sequence_++);
+  result.set_sequence(p.sequence);
   finish(j, std::move(result), p.failure);
   delete p.j;
   p.j = nullptr;
@@ -394,14 +407,15 @@ void index::impl::make_member_results(prepared& p) {
   p.member_results = std::move(results);
 }
 
-void index::impl::deliver_members(prepared& p) {
+void index::impl::deliver_members(prepared& p, bool on_worker) {
   // Each member's result is a window of the whole batch's answer columns
-  // (shared); its keys are copied into the key column it came with. Every
-  // member gets its sequence number in queue order here. When a member has
-  // a callback, all are answered here, in queue order (callbacks run on the
-  // dispatcher). Otherwise the arena fulfils the futures in parallel while
-  // the dispatcher goes on to the next batch: each fulfilment wakes a
-  // waiting client, which costs the waker microseconds.
+  // (shared); its keys are copied into the key column it came with. Members
+  // are numbered from the job's first sequence number, in queue order. When
+  // a member has a callback, all are answered here, in queue order
+  // (callbacks run on the dispatcher). Otherwise the arena fulfils the
+  // futures in parallel while the dispatcher goes on to the next batch (a
+  // reader task fulfils them itself): each fulfilment wakes a waiting
+  // client, which costs the waker microseconds.
   job& whole = *p.j;
   if (!p.failure && p.result_keys.size() != p.n) p.result_keys = whole.ops.take_keys();
   fold_answers a;
@@ -410,13 +424,16 @@ void index::impl::deliver_members(prepared& p) {
   if (!p.failure) a.results = std::move(p.member_results);
   a.keys = std::move(p.result_keys);
   a.failure = p.failure;
-  a.first_sequence = sequence_;
+  a.first_sequence = p.sequence;
   const std::size_t count = a.members.size();
-  sequence_ += count;
   p.columns.reset();
   delete p.j;
   p.j = nullptr;
   const bool callbacks = std::any_of(a.members.begin(), a.members.end(), [](const job* m) { return bool(m->done); });
+  if (on_worker && !callbacks) {  // a reader task: no hand-over, no queueing behind other tasks
+    tbb::parallel_for(std::size_t{0}, count, [&](std::size_t m) { answer_member(a, m); });
+    return;
+  }
   if (!callbacks && threads_ > 1) {  // the arena has workers to take it
     std::unique_ptr<fold_answers> handed;
     try {
@@ -455,7 +472,52 @@ void index::impl::answer_member(fold_answers& a, std::size_t m) {
   delete member;
 }
 
+bool index::impl::launch_reader(prepared& p) {
+  // Readers run on the arena's workers, not on the dispatcher: with few
+  // threads the dispatcher's share of the work outweighs the overlap, and
+  // more readers at once than a quarter of the threads stretch each one's
+  // latency. Callbacks run on the dispatcher in queue order; small batches
+  // are cheaper there than handed over; verify_each_batch may rebuild the
+  // leaf table.
+  const std::size_t most = std::min(max_readers, threads_ / 4);
+  if (most < 2 || cfg_.verify_each_batch || p.failure || is_small(*p.j) || p.j->done) return false;
+  for (const job* m : p.j->members) {
+    if (m->done) return false;
+  }
+  for (;;) {
+    for (std::size_t i = 0; i < most; ++i) {
+      reader_slot& r = readers_[i];
+      if (r.busy.load(std::memory_order_acquire)) continue;
+      r.p = std::move(p);
+      r.busy.store(true, std::memory_order_relaxed);
+      readers_running_.fetch_add(1, std::memory_order_acq_rel);
+      try {
+        // The task touches nothing of the index after its count drops: the
+        // index may be destroyed as soon as it reads 0.
+        arena_.enqueue([this, slot = &r] {
+          leaf_stage(slot->p);
+          deliver(slot->p, true);
+          slot->busy.store(false, std::memory_order_release);
+          readers_running_.fetch_sub(1, std::memory_order_acq_rel);
+        });
+      } catch (...) {  // no memory for the task: it runs on the dispatcher
+        p = std::move(r.p);
+        r.busy.store(false, std::memory_order_relaxed);
+        readers_running_.fetch_sub(1, std::memory_order_acq_rel);
+        return false;
+      }
+      return true;
+    }
+    std::this_thread::yield();  // all slots busy: one frees within a batch's time
+  }
+}
+
+void index::impl::wait_for_readers() const {
+  while (readers_running_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
 void index::impl::wait_for_answers() {
+  wait_for_readers();  // their folds' fulfilments are counted before they finish
   while (answering_.load() != 0) std::this_thread::yield();
 }
 

@@ -13,8 +13,11 @@
 // layout; the look-ahead thread routes the next batch (validate + route)
 // while the dispatcher runs the current one's leaf phase; the GPU thread
 // runs the GPU side of a split route; the scatter thread puts the previous
-// batch's answers back in batch order on the GPU meanwhile. All parallel work runs on one TBB
-// arena of config.threads.
+// batch's answers back in batch order on the GPU meanwhile. Batches of gets
+// answered directly may run as reader tasks on the arena, several at once,
+// while the dispatcher goes on; any other batch's leaf phase, a load or a
+// barrier first waits for them. All parallel work runs on one TBB arena of
+// config.threads.
 #include <tandem/index.hpp>
 
 #include <tandem/core/inner_layout.hpp>
@@ -169,6 +172,7 @@ struct prepared {
   std::uint64_t splits = 0;
   std::exception_ptr failure;
   std::chrono::steady_clock::time_point taken;  // when the dispatcher took it up
+  std::uint64_t sequence = 0;  // its own, or its first member's (queue order)
   void reset(job* jb, route_space* sp) {
     j = jb;
     taken = std::chrono::steady_clock::now();
@@ -226,7 +230,9 @@ class index::impl {
   /// there is none).
   job* take_next() { return held_.empty() ? try_pop() : held_.pop_front(); }
   void finish(job& j, batch_result&& result, const std::exception_ptr& failure);
-  void deliver_members(prepared& p);
+  /// on_worker: the caller is a reader task on the arena, which fulfils
+  /// the members' futures itself, in parallel.
+  void deliver_members(prepared& p, bool on_worker);
   /// The answers of a folded job, moved out of its slot for delivery.
   struct fold_answers {
     std::vector<job*> members;
@@ -238,15 +244,24 @@ class index::impl {
   };
   /// Fulfils member m's future or runs its callback, and deletes the member.
   void answer_member(fold_answers& a, std::size_t m);
-  /// Waits until every fold handed to the arena has been answered.
+  /// Waits until every reader task has finished and every fold handed to
+  /// the arena has been answered.
   void wait_for_answers();
+  /// Hands a prepared batch of gets answered directly (no callback, not
+  /// small) to a reader task, which answers and delivers it beside the
+  /// dispatcher and other readers. @return false (nothing done) when the
+  /// batch must run on the dispatcher.
+  bool launch_reader(prepared& p);
+  /// Waits until no reader task runs: before anything that writes leaves,
+  /// the leaf table or the layout.
+  void wait_for_readers() const;
   /// Makes p.member_results for a group-commit job, each holding its
   /// member's error messages and room for its keys. Runs before the batch's
   /// first write, where failing for lack of memory fails the batch whole.
   static void make_member_results(prepared& p);
   void prepare(prepared& p);
   void leaf_stage(prepared& p);
-  void deliver(prepared& p);
+  void deliver(prepared& p, bool on_worker = false);
   void note_callback_error(const char* what) noexcept;
 
   // validate.cpp
@@ -388,7 +403,18 @@ class index::impl {
   /// Loads of fewer pairs sort on the CPU: the GPU's fixed costs (streams,
   /// allocations, pinned staging) outweigh its speed below this.
   static constexpr std::size_t gpu_load_min_pairs = std::size_t{1} << 16;
-  std::uint64_t sequence_ = 0;  // batches run so far
+  std::uint64_t sequence_ = 0;  // batches taken up so far (dispatcher)
+  /// Reader tasks: batches of gets answered directly, several at once, on
+  /// the arena (launch_reader; at most a quarter of config.threads, none
+  /// below 8). A slot is the dispatcher's while free and its task's while
+  /// busy.
+  static constexpr std::size_t max_readers = 4;
+  struct reader_slot {
+    prepared p;
+    std::atomic<bool> busy{false};
+  };
+  std::array<reader_slot, max_readers> readers_;
+  std::atomic<std::size_t> readers_running_{0};
 
   std::atomic<std::size_t> keys_{0};
   mutable std::mutex stats_mutex_;

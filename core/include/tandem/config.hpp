@@ -58,7 +58,11 @@ struct config {
   /// inner levels on the CPU and reads its leaf, writing its answer in batch
   /// order; no sort, no route arrays, no scatter, no GPU. Gets this few
   /// rarely share a leaf, so ordering them saves few cache misses and costs
-  /// passes and hand-offs. 0: never.
+  /// passes and hand-offs. With 8 threads or more, such batches (above
+  /// small_batch_ops, without callbacks) run as tasks on the workers, as
+  /// many at once as a quarter of the threads (at most 4), while the
+  /// dispatcher takes up the batches behind them; a batch that writes waits
+  /// for them. 0: never.
   std::size_t direct_get_ops = std::size_t{1} << 16;
   /// Group commit: batches found waiting in the queue together are run as
   /// one batch of at most this many ops (each still takes effect in queue

@@ -15,7 +15,9 @@
 ///
 /// Threads: `submit`, `execute`, `load`, `stats`, `size`, `verify` may be
 /// called from any number of threads at once. Batches (and loads) take effect
-/// one after another in the order their submissions entered the queue.
+/// one after another in the order their submissions entered the queue
+/// (batches of gets answered directly may run at the same time as each
+/// other, never beside a write: reads only, so the effect is the same).
 /// Batches found waiting in the queue together may run as one (group commit,
 /// config.group_commit_ops): each still takes effect in queue order, sees
 /// the writes of the ones before it and gets its own result and sequence
