@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
-#include <mutex>
 #include <thread>
 
 namespace {
@@ -26,12 +25,7 @@ TEST_P(Concurrency, EightSubmittersMatchQueueOrder) {
   tandem::index idx(cfg);
   constexpr int submitters = 8;
   constexpr int per_thread = 25;
-  struct done_batch {
-    batch b;
-    batch_result r;
-  };
-  std::vector<done_batch> done;
-  std::mutex m;
+  test::answered_batches done;
   std::vector<std::thread> threads;
   for (int t = 0; t < submitters; ++t) {
     threads.emplace_back([&, t] {
@@ -50,21 +44,13 @@ TEST_P(Concurrency, EightSubmittersMatchQueueOrder) {
           mine.emplace_back(std::move(b), std::move(f));
         }
       }
-      for (auto& [b, f] : mine) {
-        batch_result r = f.get();
-        std::lock_guard<std::mutex> lock(m);
-        done.push_back({std::move(b), std::move(r)});
-      }
+      for (auto& [b, f] : mine) done.add(std::move(b), f.get());
     });
   }
   for (auto& t : threads) t.join();
-  ASSERT_EQ(done.size(), std::size_t{submitters * per_thread});
-  std::sort(done.begin(), done.end(), [](const done_batch& a, const done_batch& b) { return a.r.sequence() < b.r.sequence(); });
+  ASSERT_EQ(done.in_sequence().size(), std::size_t{submitters * per_thread});
   test::index_model model;
-  for (std::size_t i = 0; i < done.size(); ++i) {
-    ASSERT_EQ(done[i].r.sequence(), i) << "sequence numbers are dense";
-    ASSERT_EQ(model.check(done[i].b, done[i].r, "batch #" + std::to_string(i)), 0u);
-  }
+  ASSERT_EQ(done.check_in_sequence(model), 0u);
   batch all;
   all.scan(min_key, max_key, max_scan_limit);
   EXPECT_EQ(model.check(all, idx.execute(all), "final"), 0u);
@@ -97,12 +83,7 @@ TEST_P(Concurrency, ReadersBesideEachOtherAndBetweenWrites) {
     ASSERT_GT(direct_most, std::size_t{200});
     constexpr int submitters = 8;
     constexpr int per_thread = 30;
-    struct done_batch {
-      batch b;
-      batch_result r;
-    };
-    std::vector<done_batch> done;
-    std::mutex m;
+    test::answered_batches done;
     std::vector<std::thread> threads;
     for (int t = 0; t < submitters; ++t) {
       threads.emplace_back([&, t] {
@@ -110,9 +91,7 @@ TEST_P(Concurrency, ReadersBesideEachOtherAndBetweenWrites) {
         auto& rng = mine.rng();
         std::vector<std::pair<batch, std::future<batch_result>>> pending;
         auto collect = [&](std::pair<batch, std::future<batch_result>>& p) {
-          batch_result r = p.second.get();
-          std::lock_guard<std::mutex> lock(m);
-          done.push_back({std::move(p.first), std::move(r)});
+          done.add(std::move(p.first), p.second.get());
         };
         for (int i = 0; i < per_thread; ++i) {
           batch b;
@@ -137,13 +116,8 @@ TEST_P(Concurrency, ReadersBesideEachOtherAndBetweenWrites) {
       });
     }
     for (auto& t : threads) t.join();
-    ASSERT_EQ(done.size(), std::size_t{submitters * per_thread});
-    std::sort(done.begin(), done.end(),
-              [](const done_batch& a, const done_batch& b) { return a.r.sequence() < b.r.sequence(); });
-    for (std::size_t i = 0; i < done.size(); ++i) {
-      ASSERT_EQ(done[i].r.sequence(), i) << "sequence numbers are dense";
-      ASSERT_EQ(model.check(done[i].b, done[i].r, "batch #" + std::to_string(i)), 0u);
-    }
+    ASSERT_EQ(done.in_sequence().size(), std::size_t{submitters * per_thread});
+    ASSERT_EQ(done.check_in_sequence(model), 0u);
     const tandem::stats s = idx.stats();
     if (!fold) {
       EXPECT_GT(s.direct_batches, 0u);
@@ -180,12 +154,7 @@ TEST(GroupCommit, FoldedTinyBatchesAnswerAsIfRunOneByOne) {
     test::index_model model;
     for (const entry& e : initial) model.data[e.key] = e.value;  // the later pair wins
 
-    struct done_batch {
-      batch b;
-      batch_result r;
-    };
-    std::vector<done_batch> done;
-    std::mutex m;
+    test::answered_batches done;
     std::promise<void> all_queued;
     std::shared_future<void> queued = all_queued.get_future().share();
     batch first;
@@ -210,25 +179,16 @@ TEST(GroupCommit, FoldedTinyBatchesAnswerAsIfRunOneByOne) {
           pending.emplace_back(b, idx.submit(b));
           submitted.fetch_add(1);
         }
-        for (auto& [b, f] : pending) {
-          batch_result r = f.get();
-          std::lock_guard<std::mutex> lock(m);
-          done.push_back({std::move(b), std::move(r)});
-        }
+        for (auto& [b, f] : pending) done.add(std::move(b), f.get());
       });
     }
     while (submitted.load() < submitters * per_thread) std::this_thread::yield();
     all_queued.set_value();
     for (auto& t : threads) t.join();
-    done.push_back({first, first_result.get_future().get()});
-    std::sort(done.begin(), done.end(),
-              [](const done_batch& a, const done_batch& b) { return a.r.sequence() < b.r.sequence(); });
-    ASSERT_EQ(done.size(), std::size_t{submitters * per_thread + 1});
-    for (std::size_t i = 0; i < done.size(); ++i) {
-      const done_batch& d = done[i];
-      ASSERT_EQ(d.r.sequence(), i) << "sequence numbers are dense";
-      ASSERT_EQ(d.r.size(), d.b.size());
-      ASSERT_EQ(model.check(d.b, d.r, "seed " + std::to_string(seed) + " batch #" + std::to_string(i)), 0u);
+    done.add(first, first_result.get_future().get());
+    ASSERT_EQ(done.in_sequence().size(), std::size_t{submitters * per_thread + 1});
+    ASSERT_EQ(done.check_in_sequence(model), 0u) << "seed " << seed;
+    for (const test::answered_batches::answered& d : done.in_sequence()) {
       // Columns and scan entries are this batch's own.
       std::size_t entries = 0;
       for (std::size_t k = 0; k < d.r.size(); ++k) {

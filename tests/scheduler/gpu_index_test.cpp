@@ -220,12 +220,7 @@ TEST(GpuIndex, ConcurrentSubmittersAtHalfShare) {
   TANDEM_REQUIRE_GPU();
   tandem::index idx(gpu_config());
   idx.set_gpu_share(0.5);
-  struct done_batch {
-    batch b;
-    batch_result r;
-  };
-  std::vector<done_batch> done;
-  std::mutex m;
+  test::answered_batches done;
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
@@ -233,17 +228,14 @@ TEST(GpuIndex, ConcurrentSubmittersAtHalfShare) {
       for (int i = 0; i < 15; ++i) {
         batch b = test::random_batch(keys, 1 + keys.rng()() % 5000);
         batch_result r = idx.execute(b);
-        std::lock_guard<std::mutex> lock(m);
-        done.push_back({std::move(b), std::move(r)});
+        done.add(std::move(b), std::move(r));
       }
     });
   }
   for (auto& t : threads) t.join();
-  std::sort(done.begin(), done.end(), [](const done_batch& a, const done_batch& b) { return a.r.sequence() < b.r.sequence(); });
+  ASSERT_EQ(done.in_sequence().size(), 8u * 15u);
   test::index_model model;
-  for (std::size_t i = 0; i < done.size(); ++i) {
-    ASSERT_EQ(model.check(done[i].b, done[i].r, "batch #" + std::to_string(i)), 0u);
-  }
+  ASSERT_EQ(done.check_in_sequence(model), 0u);
   EXPECT_GT(idx.stats().gpu_keys, 0u);
 }
 

@@ -9,8 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tandem::test {
 
@@ -37,6 +41,46 @@ class index_model : public map_model {
     }
     return bad;
   }
+};
+
+/// Batches and their results, collected from many submitting threads and
+/// checked on a model in the index's execution order (sequence()).
+class answered_batches {
+ public:
+  struct answered {
+    batch b;
+    batch_result r;
+  };
+  /// Thread-safe.
+  void add(batch b, batch_result r) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_.push_back({std::move(b), std::move(r)});
+  }
+  /// The batches sorted by sequence number; requires: no add() under way.
+  const std::vector<answered>& in_sequence() {
+    std::sort(done_.begin(), done_.end(),
+              [](const answered& x, const answered& y) { return x.r.sequence() < y.r.sequence(); });
+    return done_;
+  }
+  /// Replays every batch on `model` in sequence order: the numbers must be
+  /// dense from 0 and each result equal the model's answers. Returns the
+  /// mismatching ops (each reported with gtest).
+  std::size_t check_in_sequence(index_model& model) {
+    std::size_t bad = 0;
+    const std::vector<answered>& all = in_sequence();
+    for (std::size_t i = 0; i < all.size() && bad == 0; ++i) {
+      if (all[i].r.sequence() != i) {
+        ADD_FAILURE() << "sequence numbers are not dense: #" << i << " is " << all[i].r.sequence();
+        return 1;
+      }
+      bad += model.check(all[i].b, all[i].r, "batch #" + std::to_string(i));
+    }
+    return bad;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<answered> done_;
 };
 
 }  // namespace tandem::test
