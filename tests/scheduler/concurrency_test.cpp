@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 namespace {
@@ -64,6 +66,8 @@ TEST_P(Concurrency, EightSubmittersMatchQueueOrder) {
 // keys), the rest writes to the same keys (puts, inserts, erases) that
 // split leaves. Every answer equals the model replayed in sequence()
 // order: no get sees a write queued after it or misses one queued before.
+// Every batch of half the submitters comes with a callback (such
+// batches stay on the dispatcher): the callbacks run in queue order.
 // Without group commit every gets-only batch is answered directly; with it
 // (the default) folds of gets-only batches are.
 TEST_P(Concurrency, ReadersBesideEachOtherAndBetweenWrites) {
@@ -84,6 +88,8 @@ TEST_P(Concurrency, ReadersBesideEachOtherAndBetweenWrites) {
     constexpr int submitters = 8;
     constexpr int per_thread = 30;
     test::answered_batches done;
+    std::mutex callbacks_mutex;
+    std::vector<std::uint64_t> callback_order;  // sequence numbers, as the callbacks ran
     std::vector<std::thread> threads;
     for (int t = 0; t < submitters; ++t) {
       threads.emplace_back([&, t] {
@@ -106,7 +112,20 @@ TEST_P(Concurrency, ReadersBesideEachOtherAndBetweenWrites) {
               b.get(r % 32 == 0 ? min_key : r % 32 == 1 ? max_key : r % 32 == 2 ? r : mine());
             }
           }
-          pending.emplace_back(b, idx.submit(b));
+          if (t % 2 == 1) {
+            auto answer = std::make_shared<std::promise<batch_result>>();
+            std::future<batch_result> f = answer->get_future();
+            idx.submit(b, [&, answer](batch_result r, std::exception_ptr) {
+              {
+                std::lock_guard<std::mutex> lock(callbacks_mutex);
+                callback_order.push_back(r.sequence());
+              }
+              answer->set_value(std::move(r));
+            });
+            pending.emplace_back(b, std::move(f));
+          } else {
+            pending.emplace_back(b, idx.submit(b));
+          }
           if (pending.size() == 4) {  // a few in flight per submitter
             collect(pending.front());
             pending.erase(pending.begin());
@@ -118,6 +137,8 @@ TEST_P(Concurrency, ReadersBesideEachOtherAndBetweenWrites) {
     for (auto& t : threads) t.join();
     ASSERT_EQ(done.in_sequence().size(), std::size_t{submitters * per_thread});
     ASSERT_EQ(done.check_in_sequence(model), 0u);
+    ASSERT_FALSE(callback_order.empty());
+    EXPECT_TRUE(std::is_sorted(callback_order.begin(), callback_order.end())) << "callbacks in queue order";
     const tandem::stats s = idx.stats();
     if (!fold) {
       EXPECT_GT(s.direct_batches, 0u);
