@@ -430,7 +430,7 @@ void index::impl::deliver_members(prepared& p, bool on_worker) {
   delete p.j;
   p.j = nullptr;
   const bool callbacks = std::any_of(a.members.begin(), a.members.end(), [](const job* m) { return bool(m->done); });
-  if (on_worker && !callbacks) {  // a reader task: no hand-over, no queueing behind other tasks
+  if (on_worker) {  // a reader task (no callbacks): no hand-over, no queueing behind other tasks
     tbb::parallel_for(std::size_t{0}, count, [&](std::size_t m) { answer_member(a, m); });
     return;
   }
