@@ -96,7 +96,7 @@ void place_scan(const range_reader& reader, const range_op& o, const scan_buffer
     if (s.ordered) {
       reader.stream_ordered(o.leaf, s.lo, s.count, out, start);
     } else {
-      reader.stream_unordered(o.leaf, s.lo, max_key, s.count, out, spill);
+      reader.stream_unordered(o.leaf, s.lo, max_key, s.count, out, spill, start);
     }
     return;
   }

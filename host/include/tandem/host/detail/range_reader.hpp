@@ -336,16 +336,18 @@ class range_reader {
   /// copied in key order, as stream_ordered does (as fast, and it needs no
   /// count); an unsorted one's entries in the range are copied as they lie,
   /// and only the last leaf, where fewer than all of them are wanted, is
-  /// selected through `spill`.
-  void stream_unordered(leaf_id start, key_type lo, key_type hi, std::uint64_t n, entry* out,
-                        entry_vector& spill) const {
+  /// selected through `spill`. `from`: as stream_ordered's.
+  void stream_unordered(leaf_id start, key_type lo, key_type hi, std::uint64_t n, entry* out, entry_vector& spill,
+                        const scan_start& from = {}) const {
     const bool stream = n >= stream_entries;
     for (leaf_id id = store_.walk_right(start, lo); n != 0 && id != no_leaf; id = store_[id].right) {
       const auto& l = store_[id];
       const key_type a = std::max(lo, l.low), b = std::min(hi, l.high);
       if (l.data.sorted()) {  // the first n from a: none past hi, as n is at most their count
         if (l.right != no_leaf && n > l.data.size()) store_[l.right].prefetch();
-        const std::size_t wrote = stream ? l.data.copy_ordered<true>(a, n, out) : l.data.copy_ordered(a, n, out);
+        const bpa::slot at = id == from.leaf ? from.at : bpa::slot{-1, 0};
+        const std::size_t wrote =
+            stream ? l.data.copy_ordered<true>(a, n, out, at) : l.data.copy_ordered(a, n, out, at);
         out += wrote;
         n -= wrote;
         continue;
