@@ -2,10 +2,13 @@
 #include <tandem/core/inner_layout.hpp>
 #include <tandem/error.hpp>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace tandem {
 
@@ -67,6 +70,7 @@ inner_layout inner_layout::build(const key_type* low_keys, const leaf_id* ids, s
   out.child_prefix_.resize(total + 1);
   out.child_prefix_[total] = nodes + static_cast<std::uint32_t>(leaves);
   out.leaf_ids_.assign(ids, ids + leaves);
+  out.build_radix(low_keys, leaves);
 
   // Bottom-up: each level's children are the level below (or the leaves),
   // each with the smallest key of its subtree in `child_min`.
@@ -112,6 +116,57 @@ inner_layout_view inner_layout::view() const noexcept {
 std::size_t inner_layout::bytes() const noexcept {
   return key_region_.size() * sizeof(key_type) + child_prefix_.size() * sizeof(std::uint32_t) +
          leaf_ids_.size() * sizeof(leaf_id) + level_start_.size() * sizeof(std::uint32_t);
+}
+
+std::size_t inner_layout::radix_bytes() const noexcept {
+  return radix_low_.size() * sizeof(key_type) + radix_first_.size() * sizeof(std::uint32_t);
+}
+
+void inner_layout::build_radix(const key_type* low_keys, std::size_t leaves) {
+  if (leaves < 2) return;
+  // About one interval a leaf, at most 2^21.
+  int bits = 1;
+  while (bits < 21 && (std::size_t{1} << bits) < leaves) ++bits;
+  const key_type base = low_keys[1];
+  const key_type span = low_keys[leaves - 1] - base;
+  int shift = 0;
+  while ((span >> shift) >= (std::uint64_t{1} << bits)) ++shift;
+  const std::uint64_t buckets = (span >> shift) + 1;
+  const key_type below = (key_type{1} << shift) - 1;
+  // The first interval whose first key is at or above low_keys[o] (o >= 1).
+  auto first_interval = [&](std::size_t o) {
+    const key_type d = low_keys[o] - base;
+    return (d >> shift) + ((d & below) != 0 ? 1 : 0);
+  };
+  // first[t], the last ordinal whose low key is at or below interval t's
+  // first key, counts the leaves o >= 1 with first_interval(o) <= t.
+  std::vector<std::uint32_t> first(buckets + 1);
+  for (std::size_t o = 1; o < leaves; ++o) ++first[first_interval(o)];
+  std::uint32_t below_or_at = 0;
+  for (std::uint32_t& f : first) f = below_or_at += f;
+  std::size_t crowded = 0;
+  for (std::uint64_t i = 0; i < buckets; ++i) {
+    const std::uint32_t width = first[i + 1] - first[i];
+    crowded += width > leaf_radix_view::narrow ? width : 0;
+  }
+  if (crowded > leaves / 8) return;  // too uneven: descents serve better
+  radix_low_.assign(low_keys, low_keys + leaves);
+  radix_first_ = std::move(first);
+  radix_base_ = base;
+  radix_buckets_ = buckets;
+  radix_shift_ = shift;
+}
+
+leaf_radix_view inner_layout::radix() const noexcept {
+  leaf_radix_view r;
+  if (radix_buckets_ == 0) return r;
+  r.first = radix_first_.data();
+  r.low_keys = radix_low_.data();
+  r.base = radix_base_;
+  r.buckets = radix_buckets_;
+  r.shift = radix_shift_;
+  r.leaf_count = static_cast<std::uint32_t>(radix_low_.size());
+  return r;
 }
 
 std::vector<key_type> inner_layout::low_keys() const { return check(); }

@@ -137,8 +137,12 @@ void index::impl::get_directly(prepared& p) {
   // Chunks of gets in a software pipeline, each chunk one step further every
   // round, so that a step's cache misses (started by the step before, a
   // round earlier) have arrived when it runs:
-  //   one step per inner level (descend_level; after the last, each leaf's
-  //      first line, its fences and counts, is prefetched);
+  //   the leaf ordinal by the layout's radix table (inner_layout::radix):
+  //      prefetch the key's entry; read its range of ordinals, prefetch
+  //      their low keys and leaf ids; pick the owner among them. Where the
+  //      layout has no table, one step per inner level (descend_level).
+  //      After the last, each leaf's first line (fences, counts) is
+  //      prefetched;
   //   then guess the key's block from the fences, prefetch its header line
   //      (bpa::start_route);
   //   find the block and the window of slots there, prefetch them
@@ -147,7 +151,9 @@ void index::impl::get_directly(prepared& p) {
   //   read the value, write the answer in batch order.
   // A get thus reads about five lines of its leaf. A route on an older
   // layout version reaches the leaf that owns its key by right links.
-  const std::size_t levels = static_cast<std::size_t>(v.height);
+  const leaf_radix_view rx = p.version->radix();
+  const bool by_radix = rx.buckets != 0;
+  const std::size_t levels = by_radix ? 3 : static_cast<std::size_t>(v.height);
   const std::size_t steps = levels + 4;
   constexpr std::size_t max_steps = 16;  // heights up to 12: 16^8 leaves already exceed leaf_id
   if (steps > max_steps) {
@@ -169,6 +175,28 @@ void index::impl::get_directly(prepared& p) {
         const std::size_t m = std::min(chunk, end - c);
         const key_type* k = keys + c;
         lane& l = lanes[(round - step) % steps];
+        if (by_radix && step < levels) {
+          switch (step) {
+            case 0:
+              for (std::size_t i = 0; i < m; ++i) {
+                if (const std::uint32_t* e = rx.entry_of(k[i])) TANDEM_PREFETCH(e);
+              }
+              break;
+            case 1:
+              for (std::size_t i = 0; i < m; ++i) {
+                rx.range(k[i], l.at[i], l.block[i]);
+                TANDEM_PREFETCH(rx.low_keys + std::min(l.at[i] + 1, rx.leaf_count - 1));
+                TANDEM_PREFETCH(ids + l.at[i]);
+              }
+              break;
+            default:
+              for (std::size_t i = 0; i < m; ++i) {
+                l.at[i] = ids[rx.owner(k[i], l.at[i], l.block[i])];
+                store[l.at[i]].prefetch_first_line();
+              }
+          }
+          continue;
+        }
         if (step < levels) {
           descend_level(v, static_cast<int>(step), k, static_cast<std::uint32_t>(m), l.at);
           if (step + 1 == levels) {

@@ -60,6 +60,10 @@ class InnerLayoutTest : public ::testing::TestWithParam<int> {
     const leaf_route r = descend_leaf(v, key);
     ASSERT_EQ(r.ordinal, want) << "key " << key;
     ASSERT_EQ(r.leaf, t.ids[want]) << "key " << key;
+    const leaf_radix_view rx = l.radix();
+    if (rx.buckets != 0) {
+      ASSERT_EQ(rx.find(key), want) << "radix, key " << key;
+    }
   }
   void expect_key(const inner_layout& l, const table& t, key_type key) const {
     switch (fanout()) {
@@ -129,6 +133,52 @@ TEST_P(InnerLayoutTest, DescentMatchesUpperBoundAtRandomSizes) {
     SCOPED_TRACE("leaves " + std::to_string(leaves) + " seed " + std::to_string(seed));
     ASSERT_NO_FATAL_FAILURE(check_table(random_table(leaves, seed), seed));
   }
+}
+
+/// `leaves` leaves, `packed` of them with consecutive low keys from
+/// 2^40 (one interval of the radix table holds many), the rest random.
+table clustered_table(std::size_t leaves, std::size_t packed, std::uint64_t seed) {
+  table t = random_table(leaves - packed, seed);
+  for (std::size_t i = 0; i < packed; ++i) t.low_keys.push_back((key_type{1} << 40) + i * 3);
+  std::sort(t.low_keys.begin(), t.low_keys.end());
+  t.low_keys.erase(std::unique(t.low_keys.begin(), t.low_keys.end()), t.low_keys.end());
+  t.ids.resize(t.low_keys.size());
+  for (std::size_t i = 0; i < t.ids.size(); ++i) t.ids[i] = static_cast<leaf_id>(i * 5 + 1);
+  return t;
+}
+
+TEST_P(InnerLayoutTest, RadixTableFindsTheOwner) {
+  // One leaf: no table (a descent has nothing to search either).
+  EXPECT_EQ(build(random_table(1, 3), fanout()).radix().buckets, 0u);
+  // Spread leaves get about one interval each; every key's owner is found
+  // (check_table compares radix().find with the reference on every key).
+  for (const std::size_t leaves : {std::size_t{2}, std::size_t{3}, std::size_t{1000}, std::size_t{50'000}}) {
+    SCOPED_TRACE("leaves " + std::to_string(leaves));
+    const table t = random_table(leaves, leaves + 7, leaves % 2 == 0);
+    const inner_layout l = build(t, fanout());
+    const leaf_radix_view rx = l.radix();
+    ASSERT_NE(rx.buckets, 0u);
+    EXPECT_GE(rx.buckets, leaves / 4);
+    EXPECT_LE(rx.buckets, 2 * leaves);
+    EXPECT_EQ(l.radix_bytes(), leaves * sizeof(key_type) + (rx.buckets + 1) * sizeof(std::uint32_t));
+    ASSERT_NO_FATAL_FAILURE(check_table(t, leaves));
+  }
+  // Consecutive low keys: one interval a key.
+  ASSERT_NO_FATAL_FAILURE(check_table(dense_table(5000), 5));
+  ASSERT_NE(build(dense_table(5000), fanout()).radix().buckets, 0u);
+  // A few crowded intervals (bisected): still a table, still the owner.
+  const table some = clustered_table(20'000, 1'000, 9);
+  const inner_layout with_some = build(some, fanout());
+  ASSERT_NE(with_some.radix().buckets, 0u);
+  ASSERT_NO_FATAL_FAILURE(check_table(some, 9));
+  for (key_type k = (key_type{1} << 40) - 2; k < (key_type{1} << 40) + 3'010; ++k) {
+    ASSERT_NO_FATAL_FAILURE(expect_key(with_some, some, k));
+  }
+  // Leaves crowded into a sliver of the keys: no table.
+  const table crowded = clustered_table(20'000, 10'000, 10);
+  const inner_layout l = build(crowded, fanout());
+  EXPECT_EQ(l.radix().buckets, 0u);
+  EXPECT_EQ(l.radix_bytes(), 0u);
 }
 
 TEST_P(InnerLayoutTest, MaxKeyIsAnOrdinaryLowKey) {

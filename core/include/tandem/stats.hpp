@@ -110,7 +110,9 @@ struct stats {
   int inner_height = 0;              ///< inner levels above the leaves
   std::size_t inner_bytes = 0;       ///< size of the inner layout
   std::size_t leaf_bytes = 0;        ///< host memory of the leaves (keys, values, fences, BPA headers)
-  /// Host memory of the index's data: leaf_bytes + inner_bytes. Batch
+  /// Host memory of the index's data: leaf_bytes + inner_bytes + the
+  /// inner layout's radix table (host only: low keys and 4 bytes an
+  /// interval, inner_layout::radix). Batch
   /// buffers (pools sized by the largest batch, not by the data) are not
   /// counted.
   std::size_t host_bytes = 0;

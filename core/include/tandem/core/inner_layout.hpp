@@ -130,6 +130,71 @@ struct inner_layout_view {
   int height = 0;
 };
 
+/// Host-side shortcut past the inner levels (`inner_layout::radix`). The key
+/// space from `base` (the second leaf's low key) up to the last leaf's low
+/// key is cut into `buckets` intervals of 2^shift keys; `first[t]` is the
+/// ordinal that owns interval t's first key, so the owner of any key of
+/// interval t lies in [first[t], first[t + 1]]: with about one interval a
+/// leaf, a few leaves. A lookup reads one entry of `first` and the low
+/// keys of that range (a line or two), where a descent searches a node a
+/// level.
+/// `buckets == 0` (one leaf, or leaves too unevenly spread over the keys:
+/// more than an eighth of them in intervals of over `narrow` leaves) means
+/// no table: descend instead. The GPU does not use it.
+struct leaf_radix_view {
+  /// Widest range a lookup walks key by key (wider ones are bisected).
+  static constexpr std::uint32_t narrow = 8;
+
+  const std::uint32_t* first = nullptr;  ///< buckets + 1 entries
+  const key_type* low_keys = nullptr;    ///< leaf_count entries
+  key_type base = 0;
+  std::uint64_t buckets = 0;
+  int shift = 0;
+  std::uint32_t leaf_count = 0;
+
+  /// @return where `key`'s entry of `first` lies (for a prefetch), or null
+  ///         when the key's owner is known without it.
+  [[nodiscard]] const std::uint32_t* entry_of(key_type key) const noexcept {
+    if (key < base) return nullptr;
+    const std::uint64_t t = (key - base) >> shift;
+    return t < buckets ? first + t : nullptr;
+  }
+  /// The ordinals [lo, hi] among which `key`'s owner lies.
+  void range(key_type key, std::uint32_t& lo, std::uint32_t& hi) const noexcept {
+    if (key < base) {  // below the second leaf's low key
+      lo = hi = 0;
+      return;
+    }
+    const std::uint64_t t = (key - base) >> shift;
+    if (t >= buckets) {  // above the last leaf's low key
+      lo = hi = leaf_count - 1;
+      return;
+    }
+    lo = first[t];
+    hi = first[t + 1];
+  }
+  /// @return the owner of `key` among [lo, hi] (from `range`): the last
+  ///         ordinal there whose low key is <= key.
+  [[nodiscard]] std::uint32_t owner(key_type key, std::uint32_t lo, std::uint32_t hi) const noexcept {
+    while (hi - lo > narrow) {  // low_keys[lo] <= key, the owner is at most hi
+      const std::uint32_t mid = lo + (hi - lo + 1) / 2;
+      if (low_keys[mid] <= key) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    while (lo < hi && low_keys[lo + 1] <= key) ++lo;
+    return lo;
+  }
+  /// @return the leaf ordinal that owns `key` (as descend).
+  [[nodiscard]] std::uint32_t find(key_type key) const noexcept {
+    std::uint32_t lo = 0, hi = 0;
+    range(key, lo, hi);
+    return owner(key, lo, hi);
+  }
+};
+
 /// Ordinal and id of the leaf that owns a key.
 struct leaf_route {
   std::uint32_t ordinal;
@@ -319,6 +384,8 @@ class inner_layout {
   [[nodiscard]] int fanout() const noexcept { return fanout_; }
   /// @return bytes held by the arrays (what a device mirror has to copy, plus level_start).
   [[nodiscard]] std::size_t bytes() const noexcept;
+  /// @return bytes held by the radix shortcut (host memory only).
+  [[nodiscard]] std::size_t radix_bytes() const noexcept;
 
   /// @return node_count() * fanout() key slots (see the layout above).
   [[nodiscard]] const key_region_type& key_region() const noexcept { return key_region_; }
@@ -328,6 +395,11 @@ class inner_layout {
   [[nodiscard]] const std::vector<leaf_id>& leaf_ids() const noexcept { return leaf_ids_; }
   /// @return height() + 1 entries: the first node of each level, then node_count().
   [[nodiscard]] const std::vector<std::uint32_t>& level_start() const noexcept { return level_start_; }
+
+  /// @return the radix shortcut over this layout's leaf table (host only;
+  ///         `buckets == 0` when it has none), built with the layout: at
+  ///         most 2^21 intervals (8 MiB) and the low keys (8 bytes a leaf).
+  [[nodiscard]] leaf_radix_view radix() const noexcept;
 
   /// @return the leaf ordinal that owns `key` (host convenience for descend()).
   [[nodiscard]] std::uint32_t find(key_type key) const noexcept { return descend(view(), key); }
@@ -350,12 +422,21 @@ class inner_layout {
 
   // Checks everything and returns the recovered low keys.
   std::vector<key_type> check() const;
+  // Fills the radix_ members from the leaf table, unless it is too uneven.
+  void build_radix(const key_type* low_keys, std::size_t leaves);
 
   int fanout_ = 0;
   key_region_type key_region_;
   std::vector<std::uint32_t> child_prefix_;
   std::vector<leaf_id> leaf_ids_;
   std::vector<std::uint32_t> level_start_;
+  // The radix shortcut (radix()): the leaf table's low keys and, unless
+  // radix_buckets_ is 0, buckets + 1 first ordinals.
+  std::vector<key_type> radix_low_;
+  std::vector<std::uint32_t> radix_first_;
+  key_type radix_base_ = 0;
+  std::uint64_t radix_buckets_ = 0;
+  int radix_shift_ = 0;
 };
 
 }  // namespace tandem
