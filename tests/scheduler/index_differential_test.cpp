@@ -193,8 +193,9 @@ struct gets_index {
     return cfg;
   }
 
-  gets_index(const config& cfg, std::size_t key_space, std::size_t loaded, std::uint64_t seed)
-      : idx(with_full_leaves(cfg)), keys(key_pattern::uniform, key_space, seed) {
+  gets_index(const config& cfg, std::size_t key_space, std::size_t loaded, std::uint64_t seed,
+             key_pattern pattern = key_pattern::uniform)
+      : idx(with_full_leaves(cfg)), keys(pattern, key_space, seed) {
     model.load(idx, keys.pairs(loaded));
   }
 
@@ -215,13 +216,24 @@ struct gets_index {
 // keys, repeats) between write batches that split leaves, six in flight, so
 // that some gets descend a layout older than the leaves (right links) and
 // group commit folds some, then one of at most 700 gets alone; against the
-// model, at direct_get_ops 0 (never), 700 and the default.
+// model, at direct_get_ops 0 (never), 700 and the default. Uniform keys
+// find their leaves through the layout's radix table; keys in a few tight
+// clusters leave it without one, and descend.
 TEST(IndexDifferential, DirectGetsGiveTheModelsAnswers) {
-  for (const std::size_t threshold : {std::size_t{0}, std::size_t{700}, config{}.direct_get_ops}) {
-    SCOPED_TRACE(::testing::Message() << "direct_get_ops " << threshold);
+  const std::pair<std::size_t, key_pattern> runs[] = {{0, key_pattern::uniform},
+                                                       {700, key_pattern::uniform},
+                                                       {config{}.direct_get_ops, key_pattern::uniform},
+                                                       {config{}.direct_get_ops, key_pattern::clustered}};
+  for (const auto& [threshold, pattern] : runs) {
+    const bool clustered = pattern == key_pattern::clustered;
+    SCOPED_TRACE(::testing::Message() << "direct_get_ops " << threshold << (clustered ? ", clustered" : ""));
     config cfg;
     cfg.direct_get_ops = threshold;
-    gets_index t(cfg, 400'000, 300'000, 31 + threshold);
+    gets_index t(cfg, 400'000, 300'000, 31 + threshold, pattern);
+    {
+      const stats s = t.idx.stats();  // the radix table is what host_bytes holds beyond leaves and layout
+      EXPECT_EQ(s.host_bytes > s.leaf_bytes + s.inner_bytes, !clustered);
+    }
     tandem::index& idx = t.idx;
     test::index_model& model = t.model;
     test::key_source& keys = t.keys;
