@@ -153,12 +153,12 @@ void index::impl::get_directly(prepared& p) {
   // layout version reaches the leaf that owns its key by right links.
   const leaf_radix_view rx = p.version->radix();
   const bool by_radix = rx.buckets != 0;
-  const std::size_t levels = by_radix ? 3 : static_cast<std::size_t>(v.height);
-  const std::size_t steps = levels + 4;
+  const std::size_t to_leaf = by_radix ? 3 : static_cast<std::size_t>(v.height);  // steps to the leaf
+  const std::size_t steps = to_leaf + 4;
   constexpr std::size_t max_steps = 16;  // heights up to 12: 16^8 leaves already exceed leaf_id
   if (steps > max_steps) {
     throw std::length_error("tandem::index: the direct get path takes inner layouts up to height " +
-                            std::to_string(max_steps - 4) + ", not " + std::to_string(levels));
+                            std::to_string(max_steps - 4) + ", not " + std::to_string(v.height));
   }
   const auto answer = [&](std::size_t begin, std::size_t end) {
     constexpr std::size_t chunk = 16;
@@ -175,7 +175,7 @@ void index::impl::get_directly(prepared& p) {
         const std::size_t m = std::min(chunk, end - c);
         const key_type* k = keys + c;
         lane& l = lanes[(round - step) % steps];
-        if (by_radix && step < levels) {
+        if (by_radix && step < to_leaf) {
           switch (step) {
             case 0:
               for (std::size_t i = 0; i < m; ++i) {
@@ -197,9 +197,9 @@ void index::impl::get_directly(prepared& p) {
           }
           continue;
         }
-        if (step < levels) {
+        if (step < to_leaf) {
           descend_level(v, static_cast<int>(step), k, static_cast<std::uint32_t>(m), l.at);
-          if (step + 1 == levels) {
+          if (step + 1 == to_leaf) {
             for (std::size_t i = 0; i < m; ++i) {
               l.at[i] = ids[l.at[i]];
               store[l.at[i]].prefetch_first_line();
@@ -207,7 +207,7 @@ void index::impl::get_directly(prepared& p) {
           }
           continue;
         }
-        switch (step - levels) {
+        switch (step - to_leaf) {
           case 0:
             for (std::size_t i = 0; i < m; ++i) {
               l.at[i] = store.walk_right(l.at[i], k[i]);
