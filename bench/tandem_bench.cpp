@@ -472,7 +472,8 @@ int main(int argc, char** argv) {
                 bytes_text(static_cast<double>(t.after.host_bytes)).c_str(),
                 bytes_text(static_cast<double>(t.after.leaf_bytes)).c_str(),
                 bytes_text(static_cast<double>(t.after.inner_bytes)).c_str(),
-                bytes_text(static_cast<double>(radix_bytes)).c_str(), data_bytes > 0 ? static_cast<double>(t.after.host_bytes) / data_bytes : 0.0,
+                bytes_text(static_cast<double>(radix_bytes)).c_str(),
+                data_bytes > 0 ? static_cast<double>(t.after.host_bytes) / data_bytes : 0.0,
                 bytes_text(static_cast<double>(t.after.gpu_bytes)).c_str(), percent(t.after.gpu_bytes),
                 bytes_text(data_bytes).c_str(), percent(t.after.inner_bytes));
   }

@@ -153,17 +153,16 @@ void inner_layout::build_radix(const key_type* low_keys, std::size_t leaves) {
   radix_low_.assign(low_keys, low_keys + leaves);
   radix_first_ = std::move(first);
   radix_base_ = base;
-  radix_buckets_ = buckets;
   radix_shift_ = shift;
 }
 
 leaf_radix_view inner_layout::radix() const noexcept {
   leaf_radix_view r;
-  if (radix_buckets_ == 0) return r;
+  if (radix_first_.empty()) return r;
   r.first = radix_first_.data();
   r.low_keys = radix_low_.data();
   r.base = radix_base_;
-  r.buckets = radix_buckets_;
+  r.buckets = radix_first_.size() - 1;
   r.shift = radix_shift_;
   r.leaf_count = static_cast<std::uint32_t>(radix_low_.size());
   return r;

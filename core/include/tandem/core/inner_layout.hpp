@@ -430,12 +430,11 @@ class inner_layout {
   std::vector<std::uint32_t> child_prefix_;
   std::vector<leaf_id> leaf_ids_;
   std::vector<std::uint32_t> level_start_;
-  // The radix shortcut (radix()): the leaf table's low keys and, unless
-  // radix_buckets_ is 0, buckets + 1 first ordinals.
+  // The radix shortcut (radix()): the leaf table's low keys and buckets + 1
+  // first ordinals; both empty when the layout has none.
   std::vector<key_type> radix_low_;
   std::vector<std::uint32_t> radix_first_;
   key_type radix_base_ = 0;
-  std::uint64_t radix_buckets_ = 0;
   int radix_shift_ = 0;
 };
 
