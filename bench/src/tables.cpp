@@ -129,6 +129,13 @@ void print_stage_table(const tandem_figures& t, std::uint64_t nb, double wall, b
   std::printf("  pcie: %s over the run, %.1f bytes/op (counted in the stages above); host: %s, %.1f bytes/op\n",
               bytes_text(static_cast<double>(t.bytes.pcie)).c_str(), per(t.bytes.pcie, ops),
               bytes_text(static_cast<double>(t.host_bytes())).c_str(), per(t.host_bytes(), ops));
+  if (t.leaf_line_ops != 0) {
+    std::printf("  leaf lines: %.2f a point op (%.0f bytes), counted after the ops ran on %llu of them (one leaf "
+                "group in %zu, one direct get in %zu): the distinct lines of each leaf its lookups read, and the "
+                "value lines its writes dirty\n",
+                t.leaf_lines_per_op(), 64 * t.leaf_lines_per_op(), static_cast<unsigned long long>(t.leaf_line_ops),
+                tandem::stats::leaf_line_sample, tandem::stats::leaf_line_sample);
+  }
   if (!t.allocs_counted) {
     std::printf("heap allocations per batch: not counted (sanitizer build: malloc is the sanitizer's)\n");
     return;
@@ -150,6 +157,15 @@ void print_probe_lines(const probe_figures& p, const tandem_figures* t, const ru
               size_text(p.array_bytes).c_str(), p.threads, p.seconds, p.read_gbs, p.write_gbs,
               p.random_reads_s / 1e6);
   if (!t || t->run.ops == 0) return;
+  const double measured = run && run->seconds > 0 ? static_cast<double>(run->ops) / run->seconds : 0.0;
+  if (t->leaf_line_ops != 0 && t->range_ops == 0 && p.random_reads_s > 0) {
+    // Point ops only: each leaf line a point op moves is one random read.
+    const double bound = p.random_reads_s / t->leaf_lines_per_op();
+    std::printf("leaf lines/op: %.2f; at the probe's random reads that bounds tandem at %s M ops/s (measured %s M "
+                "ops/s, %.0f%% of it)\n",
+                t->leaf_lines_per_op(), mops(bound, 1.0).c_str(), run ? mops(measured, 1.0).c_str() : "-",
+                100.0 * measured / bound);
+  }
   const double host_per_op = per(t->host_bytes(), t->run.ops);
   if (host_per_op <= 0 || p.read_gbs <= 0) return;
   const double bound = p.read_gbs * 1e9 / host_per_op;
@@ -294,6 +310,8 @@ json row_of(const system_result& r, const row_context& ctx) {
   j["gpu_scatters"] = count(t.gpu_scatters);    // batches put back in batch order on the GPU
   j["host_scatters"] = count(t.host_scatters);  // ... on the host
   j["direct_batches"] = count(t.direct_batches);  // gets answered directly
+  j["leaf_line_ops"] = count(t.leaf_line_ops);    // point ops whose leaf lines were counted
+  j["leaf_lines_per_op"] = field(t.leaf_lines_per_op());
   // Heap allocations of the whole process per batch of the timed run (null: not counted).
   const bool allocs = is_tandem && t.allocs_counted;
   const std::uint64_t nb = ctx.batches;

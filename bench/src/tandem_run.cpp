@@ -203,6 +203,12 @@ tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tand
   f.gpu_scatters = f.after.gpu_scatters - before.gpu_scatters;
   f.host_scatters = f.after.host_scatters - before.host_scatters;
   f.direct_batches = f.after.direct_batches - before.direct_batches;
+  for (tandem::op_type t : {tandem::op_type::lower_bound, tandem::op_type::scan, tandem::op_type::count}) {
+    const auto i = static_cast<std::size_t>(t);
+    f.range_ops += f.after.ops_by_type[i] - before.ops_by_type[i];
+  }
+  f.leaf_line_ops = f.after.leaf_line_ops - before.leaf_line_ops;
+  f.leaf_lines = f.after.leaf_lines - before.leaf_lines;
   f.gpu_keys = f.after.gpu_keys - before.gpu_keys;
   f.cpu_keys = f.after.cpu_keys - before.cpu_keys;
   f.last_share = f.after.gpu_share;

@@ -44,6 +44,10 @@ struct tandem_figures {
   std::uint64_t gpu_scatters = 0;  ///< batches whose answers went back to batch order on the GPU
   std::uint64_t host_scatters = 0; ///< ... on the host
   std::uint64_t direct_batches = 0; ///< batches of gets answered directly (no route, no scatter)
+  std::uint64_t range_ops = 0;     ///< lower_bounds, scans and counts in the run
+  /// Sampled point ops of the run and the leaf lines they moved
+  /// (stats().leaf_line_ops and leaf_lines differences).
+  std::uint64_t leaf_line_ops = 0, leaf_lines = 0;
   /// Heap allocations of the whole process during the timed run (the
   /// bench's own bookkeeping in the completion callback excepted); valid
   /// when allocs_counted (not in sanitizer builds).
@@ -57,6 +61,11 @@ struct tandem_figures {
     const std::uint64_t all = bytes.validate + bytes.route + bytes.order + bytes.read + bytes.leaf + bytes.sync +
                               bytes.complete;
     return all > bytes.pcie ? all - bytes.pcie : 0;
+  }
+
+  /// Leaf lines a point op moved, from the sample; 0 when none was counted.
+  [[nodiscard]] double leaf_lines_per_op() const noexcept {
+    return leaf_line_ops ? static_cast<double>(leaf_lines) / static_cast<double>(leaf_line_ops) : 0.0;
   }
 
   /// Share of the run's keys routed on the GPU: the batch-size-weighted mean

@@ -203,6 +203,32 @@ void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_
   for (; read < gb[g_end]; ++read) answer(read);
 }
 
+/// Adds the leaf lines that the point ops of group `g` moved (bpa::lookup_lines)
+/// to `count`, on the leaves as they are now.
+void count_group_lines(const leaf_store& store, const leaf_phase_input& in, std::size_t g, leaf_line_count& count) {
+  const routed_batch_view& rt = *in.routes;
+  const auto* types = reinterpret_cast<const op_type*>(rt.types);
+  const key_type* keys = rt.keys;
+  const std::uint32_t e = rt.group_begin[g + 1];
+  leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
+  for (std::uint32_t i = rt.group_begin[g]; i < e;) {
+    if (!in.gets_only && !is_point(types[i])) {
+      ++i;
+      continue;
+    }
+    id = store.walk_right(id, keys[i]);
+    const auto& l = store[id];
+    std::uint32_t j = i + 1;
+    while (j < e && keys[j] <= l.high && (in.gets_only || is_point(types[j]))) ++j;
+    const bpa::line_tally t = l.data.lookup_lines(keys + i, j - i, 0, [&](std::size_t k) {
+      return !in.gets_only && is_write(types[i + k]);
+    });
+    count.ops += j - i;
+    count.lines += t.read + t.written;
+    i = j;
+  }
+}
+
 }  // namespace
 
 void run_leaf_phase(leaf_store& store, const leaf_phase_input& in, sorted_answers out, leaf_phase_report& report,
@@ -349,15 +375,31 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
   // A gets-only batch with fewer than dense_gets gets a leaf goes through
   // the pipeline; denser ones share most lines between neighbouring gets,
   // and their groups' chunks (get_sorted) already keep many misses in flight.
+  struct tally {
+    std::int64_t delta = 0;  // keys added minus keys removed
+    leaf_line_count lines;
+  };
+  const auto add = [](tally a, const tally& b) {
+    a.delta += b.delta;
+    a.lines += b.lines;
+    return a;
+  };
+  tally sum;
   if (in.gets_only && in.n < dense_gets * rt.groups) {
-    tbb::parallel_for(all_groups, [&](const tbb::blocked_range<std::size_t>& r) {
-      stream_gets(store, in, r.begin(), r.end(), out);
-    });
-    report.key_delta = 0;
+    sum = tbb::parallel_reduce(
+        all_groups, tally{},
+        [&](const tbb::blocked_range<std::size_t>& r, tally t) {
+          stream_gets(store, in, r.begin(), r.end(), out);
+          for (std::size_t g = r.begin(); g < r.end(); ++g) {
+            if (g % line_sample_groups == 0) count_group_lines(store, in, g, t.lines);
+          }
+          return t;
+        },
+        add);
   } else {
-    report.key_delta = tbb::parallel_reduce(
-        all_groups, std::int64_t{0},
-        [&](const tbb::blocked_range<std::size_t>& r, std::int64_t delta) {
+    sum = tbb::parallel_reduce(
+        all_groups, tally{},
+        [&](const tbb::blocked_range<std::size_t>& r, tally t) {
           // No lines are prefetched ahead of a group: its runs' chunks
           // keep their misses in flight (bpa::get_sorted, bpa::apply), and
           // prefetching the next groups' headers or lookups as well measured
@@ -389,15 +431,19 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
                 const column_run run{keys + i, rt.args + i, rt.types + i, out.values + i, out.found + i};
                 std::int64_t added = 0;
                 id = store.apply_run(id, run, j - i, &ws.splits, added);
-                delta += added;
+                t.delta += added;
               }
               i = j;
             }
+            // Counted while the group's lines are still cached.
+            if (g % line_sample_groups == 0) count_group_lines(store, in, g, t.lines);
           }
-          return delta;
+          return t;
         },
-        [](std::int64_t x, std::int64_t y) { return x + y; });
+        add);
   }
+  report.key_delta = sum.delta;
+  report.lines = sum.lines;
   // Within the capacity reserved for them: no allocation.
   report.splits.assign(ws.splits.records, ws.splits.records + ws.splits.size());
   report.splits_lost = ws.splits.lost();

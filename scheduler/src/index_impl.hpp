@@ -167,6 +167,7 @@ struct prepared {
   bool direct = false;  // gets answered directly, not routed (config.direct_get_ops)
   stage_times times;
   stage_bytes bytes;
+  host::leaf_line_count lines;  // sampled point ops and their leaf lines (stats::leaf_lines)
   route_report info;
   bool gpu_scatter = false;
   std::uint64_t splits = 0;
@@ -188,6 +189,7 @@ struct prepared {
     direct = false;
     times = {};
     bytes = {};
+    lines = {};
     info = {};
     gpu_scatter = false;
     splits = 0;

@@ -20,8 +20,10 @@
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <new>
@@ -84,6 +86,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   p.times.leaf = lr.leaf;
   p.bytes.leaf = lr.bytes;
   p.bytes.read = lr.read_bytes;
+  p.lines = lr.lines;
   keys_.store(static_cast<std::size_t>(static_cast<std::int64_t>(keys_.load()) + lr.key_delta),
               std::memory_order_release);
 
@@ -233,13 +236,27 @@ void index::impl::get_directly(prepared& p) {
         }
       }
     }
+    // The leaf lines of one get in line_sample_groups (stats::leaf_lines),
+    // found again once the range is answered, while its lines are cached.
+    constexpr std::size_t every = host::line_sample_groups;
+    host::leaf_line_count lines;
+    for (std::size_t i = (begin + every - 1) / every * every; i < end; i += every) {
+      const key_type key = keys[i];
+      const host::leaf& f = store[store.walk_right(ids[by_radix ? rx.find(key) : p.version->find(key)], key)];
+      lines += {1, f.data.lookup_lines(&key, 1, f.data.start_route(key, f.low, f.high)).read};
+    }
+    return lines;
   };
   constexpr std::size_t grain = 64;
   if (n <= grain) {
-    answer(0, n);
+    p.lines = answer(0, n);
   } else {
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
-                      [&](const tbb::blocked_range<std::size_t>& r) { answer(r.begin(), r.end()); });
+    p.lines = tbb::parallel_reduce(
+        tbb::blocked_range<std::size_t>(0, n, grain), host::leaf_line_count{},
+        [&](const tbb::blocked_range<std::size_t>& r, host::leaf_line_count sum) {
+          return sum + answer(r.begin(), r.end());
+        },
+        std::plus<>());
   }
   p.result_keys = p.j->ops.take_keys();
   p.times.leaf = seconds_since(t0);

@@ -37,6 +37,8 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
     stats_.splits += splits;
     stats_.total += p->times;
     stats_.total_bytes += p->bytes;
+    stats_.leaf_line_ops += p->lines.ops;
+    stats_.leaf_lines += p->lines.lines;
     stats_.last = p->times;
     stats_.last_batch_ops = n;
     const double execution = seconds_since(p->taken);

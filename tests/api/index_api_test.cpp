@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <random>
 #include <thread>
 
 namespace {
@@ -219,6 +220,50 @@ TEST(IndexApi, StatsReportTheDataAfterALoad) {
   EXPECT_GE(radix, s.leaves * sizeof(key_type));
   EXPECT_LE(radix, s.leaves * (sizeof(key_type) + 2 * sizeof(std::uint32_t)) + sizeof(std::uint32_t));
   EXPECT_EQ(s.gpu_bytes, 0u);  // routing on the CPU holds no device memory
+}
+
+// stats().leaf_lines counts the leaf lines of a sample of point ops, on
+// the routed path (a leaf group in leaf_line_sample) and the direct one
+// (a get in leaf_line_sample): a lone get reads its leaf's first line, a
+// header line, its window and a value line; gets that share their leaves
+// share lines; scans are not counted.
+TEST(IndexApi, StatsCountTheLeafLinesOfPointOps) {
+  config c;
+  c.device = device_kind::cpu;
+  tandem::index idx(c);
+  std::vector<entry> pairs(200'000);
+  for (std::size_t i = 0; i < pairs.size(); ++i) pairs[i] = {i * 7919, i};
+  idx.load(pairs);
+  const auto lines_of = [&](const batch& b) {
+    const stats before = idx.stats();
+    idx.execute(b);
+    const stats after = idx.stats();
+    return std::make_pair(after.leaf_line_ops - before.leaf_line_ops, after.leaf_lines - before.leaf_lines);
+  };
+  std::mt19937_64 rng(3);
+  batch sparse;  // a get every few leaves: answered directly
+  for (std::size_t i = 0; i < 256; ++i) sparse.get(pairs[rng() % pairs.size()].key);
+  const auto [direct_ops, direct_lines] = lines_of(sparse);
+  EXPECT_EQ(direct_ops, 256 / stats::leaf_line_sample);
+  EXPECT_GE(direct_lines, 3 * direct_ops);
+  EXPECT_LE(direct_lines, 7 * direct_ops);
+
+  batch dense;  // every key, in batch order: routed, each leaf's lines shared
+  for (const entry& e : pairs) dense.get(e.key);
+  const auto [dense_ops, dense_lines] = lines_of(dense);
+  EXPECT_GT(dense_ops, 0u);
+  EXPECT_LT(dense_ops, pairs.size());
+  EXPECT_LT(dense_lines, dense_ops);  // 16 bytes a pair, 4 pairs a line
+
+  batch writes;  // puts dirty their value lines as well
+  for (const entry& e : pairs) writes.put(e.key, e.value + 1);
+  const auto [write_ops, write_lines] = lines_of(writes);
+  EXPECT_GT(write_ops, 0u);
+  EXPECT_GT(write_lines * dense_ops, dense_lines * write_ops);
+
+  batch scans;
+  for (std::size_t i = 0; i < 64; ++i) scans.scan(pairs[i * 1000].key, max_key, 100);
+  EXPECT_EQ(lines_of(scans).first, 0u);
 }
 
 TEST(IndexApi, DestructionDrainsWorkInFlight) {

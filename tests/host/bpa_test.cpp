@@ -1,6 +1,7 @@
 // Unit tests of every bpa operation at sizes 0, 1, full and just over full,
 // over several leaf geometries.
 #include <tandem/host/bpa.hpp>
+#include <tandem/host/leaf.hpp>
 
 #include "support/keys.hpp"
 
@@ -538,6 +539,68 @@ TYPED_TEST(BpaTest, ApplyPathsAgreeAndStopWhenFull) {
     this->expect_same(*a, model);
     this->expect_same(*b, model);
   }
+}
+
+// lookup_lines counts the lines of a leaf that lookups read: the first line
+// (fences and counts), the header, each key's window and value line, the
+// log when a key is not in its block; and the value lines writes dirty.
+TEST(BpaLookupLines, CountsTheLinesLookupsRead) {
+  using B = basic_bpa<32, 32, 32>;  // the default leaf, whatever the build's
+  using L = basic_leaf<B>;
+  constexpr std::uint64_t header_lines = 4, block_lines = 4;  // 32 keys or values of 8 bytes each
+  auto leaf = std::make_unique<L>();  // aligned as a leaf store aligns them
+  B& b = leaf->data;
+  std::vector<key_type> keys(B::capacity), values(B::capacity);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    keys[i] = (i + 1) * 1'000'003;
+    values[i] = i;
+  }
+  b.assign_sorted(keys.data(), values.data(), keys.size());
+  ASSERT_EQ(b.block_count(), B::num_blocks);
+  // No lookup: the first line alone.
+  EXPECT_EQ(b.lookup_lines(keys.data(), 0).read, 1u);
+  // Every key: every line of the leaf but the log's.
+  const B::line_tally all = b.lookup_lines(keys.data(), keys.size(), 0, [](std::size_t) { return true; });
+  EXPECT_EQ(all.read, 1 + header_lines + 2 * block_lines * B::num_blocks);
+  EXPECT_EQ(all.written, block_lines * B::num_blocks);
+  // One key, its block guessed right: the first line, a header line or two,
+  // its window (one or two lines) and its value line (and the guessed one,
+  // when they differ).
+  std::mt19937_64 rng(9);
+  for (int t = 0; t < 200; ++t) {
+    const std::size_t i = rng() % keys.size();
+    const B::line_tally one = b.lookup_lines(&keys[i], 1, i / B::block_capacity);
+    EXPECT_GE(one.read, 4u) << i;
+    EXPECT_LE(one.read, 7u) << i;
+    EXPECT_EQ(one.written, 0u);
+  }
+  // Sought from the first block, a key of the last reads the whole header.
+  EXPECT_GE(b.lookup_lines(&keys.back(), 1, 0).read, 1 + header_lines + 2);
+  // Neighbouring keys share their leaf's lines: the second adds at most a
+  // window line and a value line.
+  const std::uint64_t first = b.lookup_lines(&keys[100], 1).read;
+  const std::uint64_t two = b.lookup_lines(&keys[100], 2).read;
+  EXPECT_GE(two, first);
+  EXPECT_LE(two, first + 2);
+  // A key in no block is sought in the log once it holds keys: its line
+  // more; a put of it would write a log line.
+  const key_type absent = keys[500] + 1;
+  const std::uint64_t before = b.lookup_lines(&absent, 1).read;
+  ASSERT_EQ(b.upsert(keys.back() + 1, 1), upsert_status::full);  // full: nothing added
+  ASSERT_TRUE(b.erase(keys[0]));
+  ASSERT_EQ(b.upsert(keys.back() + 1, 1), upsert_status::inserted);  // into the log
+  EXPECT_EQ(b.lookup_lines(&absent, 1).read, before + 1);
+  EXPECT_EQ(b.lookup_lines(&absent, 1, 0, [](std::size_t) { return true; }).written, 2u);
+  // An unsorted block is read whole: the first line, the header's first,
+  // 20 keys (three lines) and the value's line.
+  auto small = std::make_unique<L>();
+  for (key_type k = 11; k <= 20; ++k) small->data.upsert(k, k);  // into the log
+  small->data.flush();                                             // then block 0
+  for (key_type k = 1; k <= 10; ++k) small->data.upsert(k, k);
+  small->data.flush();  // appended behind the larger keys
+  ASSERT_FALSE(small->data.sorted());
+  const key_type probe = 1;
+  EXPECT_EQ(small->data.lookup_lines(&probe, 1).read, 6u);
 }
 
 }  // namespace

@@ -293,6 +293,28 @@ class basic_bpa {
     for (; p < end; p += 64) TANDEM_PREFETCH(p);
   }
 
+  /// Cache lines of a BPA that point ops read, and value lines they write.
+  struct line_tally {
+    std::uint64_t read = 0;
+    std::uint64_t written = 0;
+  };
+  /// @brief Counts the distinct cache lines that looking up `n` keys in
+  ///        ascending order reads, as `get_sorted`, `apply` and the
+  ///        `start_route` steps reach them: the counts, the header entries
+  ///        the block search compares from block `b` on, each key's lookup
+  ///        window (bisection steps where the key lies outside it, the whole
+  ///        block where it is unsorted), the value line the guess prefetches
+  ///        and the key's own, the log when a key is not in its block. With
+  ///        `is_write(i)`, the value lines that op i dirties are counted as
+  ///        written (each goes back to memory once). Changes nothing: a
+  ///        probe of the memory traffic of point ops (`stats::leaf_lines`).
+  template <class IsWrite>
+  [[nodiscard]] line_tally lookup_lines(const key_type* keys, std::size_t n, std::size_t b,
+                                        IsWrite&& is_write) const noexcept;
+  [[nodiscard]] line_tally lookup_lines(const key_type* keys, std::size_t n, std::size_t b = 0) const noexcept {
+    return lookup_lines(keys, n, b, [](std::size_t) { return false; });
+  }
+
   /// @return the smallest entry with key >= `key` in this BPA, or nothing.
   [[nodiscard]] std::optional<entry> lower_bound(key_type key) const noexcept;
 

@@ -56,6 +56,7 @@
 #include <tandem/core/routed_batch.hpp>
 #include <tandem/core/types.hpp>
 #include <tandem/host/leaf_store.hpp>
+#include <tandem/stats.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -137,6 +138,22 @@ class leaf_phase_workspace {
   std::unique_ptr<buffers> buffers_;
 };
 
+/// One leaf group in this many has its point ops' leaf lines counted
+/// (stats::leaf_lines).
+inline constexpr std::size_t line_sample_groups = stats::leaf_line_sample;
+
+/// Sampled point ops and the leaf cache lines they read and wrote
+/// (bpa::lookup_lines).
+struct leaf_line_count {
+  std::uint64_t ops = 0, lines = 0;
+  leaf_line_count& operator+=(const leaf_line_count& o) noexcept {
+    ops += o.ops;
+    lines += o.lines;
+    return *this;
+  }
+  friend leaf_line_count operator+(leaf_line_count a, const leaf_line_count& b) noexcept { return a += b; }
+};
+
 struct leaf_phase_report {
   double order = 0;  ///< classifying ops, listing writes and range ops
   double read = 0;   ///< range ops
@@ -149,6 +166,9 @@ struct leaf_phase_report {
   std::size_t split_bound = 0;          ///< splits room was made for
   std::size_t bytes = 0;                ///< bytes of batch arrays read and answers written
   std::size_t read_bytes = 0;           ///< bytes of scan entries written by the range ops
+  /// The sampled groups' point ops (one group in line_sample_groups) and
+  /// the leaf lines they moved, counted after they ran.
+  leaf_line_count lines;
 };
 
 /// @brief Steps 1 and 2 of the leaf phase, then room for step 3 (waits):

@@ -355,6 +355,109 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::guess_chunk(const key_type
 }
 
 template <int LogSize, int NumBlocks, int BlockSize>
+template <class IsWrite>
+typename basic_bpa<LogSize, NumBlocks, BlockSize>::line_tally basic_bpa<LogSize, NumBlocks, BlockSize>::lookup_lines(
+    const key_type* keys, std::size_t n, std::size_t b, IsWrite&& is_write) const noexcept {
+  // One bit a line of this BPA (and the line before it, which the leaf's
+  // fences share with the counts).
+  constexpr std::size_t line = 64;
+  constexpr std::size_t words = (sizeof(basic_bpa) / line + 2 + 63) / 64;
+  std::uint64_t read[words] = {}, written[words] = {};
+  const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(this) / line;
+  auto mark = [&](std::uint64_t* bits, const void* p) {
+    const std::uintptr_t l = reinterpret_cast<std::uintptr_t>(p) / line - base;
+    bits[l / 64] |= std::uint64_t{1} << (l % 64);
+  };
+  auto mark_span = [&](const void* first, std::size_t bytes) {
+    if (bytes == 0) return;
+    const char* p = static_cast<const char*>(first);
+    for (std::size_t at = 0; at < bytes; at += line) mark(read, p + at);
+    mark(read, p + bytes - 1);
+  };
+  mark(read, &sorted_mask_);
+  mark(read, &block_count_);
+  mark(read, &log_size_);
+  if (n != 0) {
+    // The first key's block is sought from `b` (seek_block), the others'
+    // from the block before (advance).
+    b = std::min<std::size_t>(b, block_count_ - 1u);
+    mark(read, &header_[b]);
+    while (b > 0 && header_[b] > keys[0]) mark(read, &header_[--b]);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const key_type key = keys[i];
+    while (b + 1 < num_blocks && b + 1 < block_count_) {
+      mark(read, &header_[b + 1]);
+      if (header_[b + 1] > key) break;
+      ++b;
+    }
+    const key_type* bk = block_keys_[b];
+    const std::size_t size = block_size_[b];
+    mark(read, &block_size_[b]);
+    int found = -1;
+    if (sorted_mask_ >> b & 1) {
+      std::size_t at = 0;
+      if (size > lookup_window) {
+        mark(read, &header_[b]);
+        mark(read, &header_[b + 1 < num_blocks && b + 1 < block_count_ ? b + 1 : 0]);
+        at = window_start(b, interpolation(b), key);
+      }
+      if (size != 0) {  // guess_chunk's prefetches
+        mark(read, bk + at);
+        mark(read, bk + std::min(at + lookup_window - 1, block_capacity - 1));
+        mark(read, &block_values_[b][std::min(at + lookup_window / 2, block_capacity - 1)]);
+      }
+      std::size_t j = 0;
+      bool in_window = false;
+      if (size >= lookup_window) {
+        const std::size_t w = std::min(at, size - lookup_window);
+        mark_span(bk + w, lookup_window * sizeof(key_type));
+        in_window = bk[w] <= key && key <= bk[w + lookup_window - 1];
+        if (in_window) {
+          for (std::size_t t = 0; t < lookup_window; ++t) j += bk[w + t] <= key;
+          j = w + j - 1;
+        }
+      }
+      if (!in_window && size != 0) {  // last_not_above, step by step
+        const key_type* p = bk;
+        mark(read, p);
+        for (std::size_t left = size; left > 1;) {
+          const std::size_t half = left / 2;
+          mark(read, p + half);
+          p = p[half] <= key ? p + half : p;
+          left -= half;
+        }
+        j = static_cast<std::size_t>(p - bk);
+      }
+      if (size != 0 && bk[j] == key) found = static_cast<int>(j);
+    } else {
+      mark_span(bk, size * sizeof(key_type));
+      for (std::size_t j = 0; j < size; ++j) {
+        if (bk[j] == key) found = static_cast<int>(j);
+      }
+    }
+    slot s{static_cast<int>(b), found};
+    if (found < 0 && log_size_ != 0) {
+      mark_span(log_keys_, log_size_ * sizeof(key_type));
+      s = find_in_log(key);
+    }
+    if (s.found()) {
+      mark(read, value_at(s));
+      if (is_write(i)) mark(written, value_at(s));
+    } else if (is_write(i)) {  // a new key goes to the log
+      mark(written, &log_keys_[std::min<std::size_t>(log_size_, log_capacity - 1)]);
+      mark(written, &log_values_[std::min<std::size_t>(log_size_, log_capacity - 1)]);
+    }
+  }
+  line_tally t;
+  for (std::size_t w = 0; w < words; ++w) {
+    t.read += static_cast<std::uint64_t>(__builtin_popcountll(read[w]));
+    t.written += static_cast<std::uint64_t>(__builtin_popcountll(written[w]));
+  }
+  return t;
+}
+
+template <int LogSize, int NumBlocks, int BlockSize>
 typename basic_bpa<LogSize, NumBlocks, BlockSize>::slot basic_bpa<LogSize, NumBlocks, BlockSize>::find_from_guess(
     slot g, key_type key) const noexcept {
   const auto b = static_cast<std::size_t>(g.block);
