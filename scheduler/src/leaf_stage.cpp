@@ -168,6 +168,7 @@ void index::impl::get_directly(prepared& p) {
     struct lane {
       std::uint32_t at[chunk];
       std::uint32_t block[chunk];
+      const host::leaf* leaf[chunk];  // once found: no arena lookup a step
       host::bpa::slot s[chunk];
     } lanes[max_steps];
     const std::size_t chunks = (end - begin + chunk - 1) / chunk;
@@ -194,8 +195,8 @@ void index::impl::get_directly(prepared& p) {
               break;
             default:
               for (std::size_t i = 0; i < m; ++i) {
-                l.at[i] = ids[rx.owner(k[i], l.at[i], l.block[i])];
-                store[l.at[i]].prefetch_first_line();
+                l.leaf[i] = &store[ids[rx.owner(k[i], l.at[i], l.block[i])]];
+                l.leaf[i]->prefetch_first_line();
               }
           }
           continue;
@@ -204,8 +205,8 @@ void index::impl::get_directly(prepared& p) {
           descend_level(v, static_cast<int>(step), k, static_cast<std::uint32_t>(m), l.at);
           if (step + 1 == to_leaf) {
             for (std::size_t i = 0; i < m; ++i) {
-              l.at[i] = ids[l.at[i]];
-              store[l.at[i]].prefetch_first_line();
+              l.leaf[i] = &store[ids[l.at[i]]];
+              l.leaf[i]->prefetch_first_line();
             }
           }
           continue;
@@ -213,24 +214,24 @@ void index::impl::get_directly(prepared& p) {
         switch (step - to_leaf) {
           case 0:
             for (std::size_t i = 0; i < m; ++i) {
-              l.at[i] = store.walk_right(l.at[i], k[i]);
-              const host::leaf& f = store[l.at[i]];
-              l.block[i] = static_cast<std::uint32_t>(f.data.start_route(k[i], f.low, f.high));
+              const host::leaf* f = l.leaf[i];
+              if (k[i] > f->high) f = l.leaf[i] = &store[store.walk_right(f->right, k[i])];
+              l.block[i] = static_cast<std::uint32_t>(f->data.start_route(k[i], f->low, f->high));
             }
             break;
           case 1:
-            for (std::size_t i = 0; i < m; ++i) l.s[i] = store[l.at[i]].data.start_get_near(k[i], l.block[i]);
+            for (std::size_t i = 0; i < m; ++i) l.s[i] = l.leaf[i]->data.start_get_near(k[i], l.block[i]);
             break;
           case 2:
             for (std::size_t i = 0; i < m; ++i) {
-              const host::bpa& d = store[l.at[i]].data;
+              const host::bpa& d = l.leaf[i]->data;
               l.s[i] = d.locate(l.s[i], k[i]);
               d.prefetch_value(l.s[i]);
             }
             break;
           default:
             for (std::size_t i = 0; i < m; ++i) {
-              values[c + i] = store[l.at[i]].data.value_of(l.s[i]);
+              values[c + i] = l.leaf[i]->data.value_of(l.s[i]);
               found[c + i] = l.s[i].found();
             }
         }
