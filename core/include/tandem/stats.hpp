@@ -148,10 +148,10 @@ struct stats {
 
   /// Leaf cache lines that point ops move, counted on a sample after the
   /// ops ran (one leaf group of a routed batch in leaf_line_sample, one get
-  /// answered directly in leaf_line_sample): the distinct lines of each leaf that the sampled ops'
-  /// lookups read (the leaf's first line, the header entries compared, the
-  /// key window, the value line) plus the value lines their writes dirty,
-  /// and the ops counted. leaf_lines / leaf_line_ops is what a point op
+  /// answered directly in leaf_line_sample): the distinct lines of each
+  /// leaf that the sampled ops' lookups read (the leaf's first line, the
+  /// header entries compared, the key window, the value line) plus the
+  /// value lines their writes dirty, and the ops counted. leaf_lines / leaf_line_ops is what a point op
   /// moves between the leaves and the cores where no cache holds them:
   /// against a probe of random reads, the bound the leaves put on point
   /// ops. Lines of the inner layout and of batch arrays are not counted.
