@@ -200,12 +200,19 @@ TEST(IndexApi, StatsKeepLatencyHistogramsOfEveryBatch) {
   EXPECT_GE(s.execution.percentile_us(99), s.execution.percentile_us(50));
 }
 
+/// n pairs with keys 7919 apart: spread evenly, so the layout has a radix
+/// table.
+std::vector<entry> spread_pairs(std::size_t n) {
+  std::vector<entry> pairs(n);
+  for (std::size_t i = 0; i < n; ++i) pairs[i] = {i * 7919, i};
+  return pairs;
+}
+
 TEST(IndexApi, StatsReportTheDataAfterALoad) {
   config c;
   c.device = device_kind::cpu;
   tandem::index idx(c);
-  std::vector<entry> pairs(100'000);
-  for (std::size_t i = 0; i < pairs.size(); ++i) pairs[i] = {i * 7919, i};
+  const std::vector<entry> pairs = spread_pairs(100'000);
   idx.load(pairs);
   const stats s = idx.stats();  // no batch ran: the load itself publishes
   EXPECT_EQ(s.keys, pairs.size());
@@ -231,8 +238,7 @@ TEST(IndexApi, StatsCountTheLeafLinesOfPointOps) {
   config c;
   c.device = device_kind::cpu;
   tandem::index idx(c);
-  std::vector<entry> pairs(200'000);
-  for (std::size_t i = 0; i < pairs.size(); ++i) pairs[i] = {i * 7919, i};
+  const std::vector<entry> pairs = spread_pairs(200'000);
   idx.load(pairs);
   const auto lines_of = [&](const batch& b) {
     const stats before = idx.stats();

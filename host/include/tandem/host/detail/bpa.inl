@@ -394,9 +394,8 @@ typename basic_bpa<LogSize, NumBlocks, BlockSize>::line_tally basic_bpa<LogSize,
     const key_type* bk = block_keys_[b];
     const std::size_t size = block_size_[b];
     mark(read, &block_size_[b]);
-    int found = -1;
+    std::size_t at = 0;
     if (sorted_mask_ >> b & 1) {
-      std::size_t at = 0;
       if (size > lookup_window) {
         mark(read, &header_[b]);
         mark(read, &header_[b + 1 < num_blocks && b + 1 < block_count_ ? b + 1 : 0]);
@@ -407,37 +406,26 @@ typename basic_bpa<LogSize, NumBlocks, BlockSize>::line_tally basic_bpa<LogSize,
         mark(read, bk + std::min(at + lookup_window - 1, block_capacity - 1));
         mark(read, &block_values_[b][std::min(at + lookup_window / 2, block_capacity - 1)]);
       }
-      std::size_t j = 0;
+      // The lines find_from_guess compares: the window, else its bisection.
       bool in_window = false;
       if (size >= lookup_window) {
         const std::size_t w = std::min(at, size - lookup_window);
         mark_span(bk + w, lookup_window * sizeof(key_type));
         in_window = bk[w] <= key && key <= bk[w + lookup_window - 1];
-        if (in_window) {
-          for (std::size_t t = 0; t < lookup_window; ++t) j += bk[w + t] <= key;
-          j = w + j - 1;
-        }
       }
-      if (!in_window && size != 0) {  // last_not_above, step by step
+      if (!in_window && size != 0) {
         const key_type* p = bk;
         mark(read, p);
-        for (std::size_t left = size; left > 1;) {
-          const std::size_t half = left / 2;
-          mark(read, p + half);
-          p = p[half] <= key ? p + half : p;
-          left -= half;
+        for (std::size_t left = size; left > 1; left -= left / 2) {
+          mark(read, p + left / 2);
+          if (p[left / 2] <= key) p += left / 2;
         }
-        j = static_cast<std::size_t>(p - bk);
       }
-      if (size != 0 && bk[j] == key) found = static_cast<int>(j);
     } else {
       mark_span(bk, size * sizeof(key_type));
-      for (std::size_t j = 0; j < size; ++j) {
-        if (bk[j] == key) found = static_cast<int>(j);
-      }
     }
-    slot s{static_cast<int>(b), found};
-    if (found < 0 && log_size_ != 0) {
+    slot s = find_from_guess({static_cast<int>(b), static_cast<int>(at)}, key);
+    if (!s.found() && log_size_ != 0) {
       mark_span(log_keys_, log_size_ * sizeof(key_type));
       s = find_in_log(key);
     }
