@@ -43,17 +43,14 @@ constexpr std::size_t prefetch_distance = 4;
 /// group by group (get_sorted) rather than by the pipeline below.
 constexpr std::size_t dense_gets = 32;
 
-/// Gets in flight per task of a gets-only batch, in two stretches: a get's
-/// block and lookup window are found and their lines prefetched
-/// (bpa::start_get) `locate_distance` gets before the key is located
-/// (bpa::locate) and its value line prefetched, where the guess missed it,
-/// and that `read_distance` gets before the value is read. So a task keeps
-/// its cache misses overlapping across the ends of groups, and a value line
-/// the guess missed stalls nothing.
-constexpr std::uint32_t locate_distance = 16;
-constexpr std::uint32_t read_distance = 8;
-constexpr std::uint32_t get_ring = 32;  // >= locate_distance + read_distance, a power of two
-static_assert(get_ring >= locate_distance + read_distance && (get_ring & (get_ring - 1)) == 0);
+/// Gets in flight per task of a gets-only batch: a get's block and lookup
+/// window are found and the window's lines prefetched (bpa::start_get)
+/// `get_distance` gets before the key is located there and its value, which
+/// shares its line, read (bpa::locate). So a task keeps its cache misses
+/// overlapping across the ends of groups.
+constexpr std::uint32_t get_distance = 16;
+constexpr std::uint32_t get_ring = 16;  // >= get_distance, a power of two
+static_assert(get_ring >= get_distance && (get_ring & (get_ring - 1)) == 0);
 
 }  // namespace
 
@@ -164,20 +161,16 @@ void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_
   const std::uint32_t* gb = rt.group_begin;
   struct pending {
     const bpa* data;
-    bpa::slot slot;  // the guess, then where the key is
+    bpa::slot slot;  // the guess
   };
   pending ring[get_ring];
-  // The task's gets before `located` are located, those before `read` answered.
-  std::uint32_t located = gb[g_begin], read = located;
-  auto locate = [&](std::uint32_t i) {
-    pending& p = ring[i % get_ring];
-    p.slot = p.data->locate(p.slot, keys[i]);
-    p.data->prefetch_value(p.slot);
-  };
+  // The task's gets before `read` are answered.
+  std::uint32_t read = gb[g_begin];
   auto answer = [&](std::uint32_t i) {
     const pending& p = ring[i % get_ring];
-    out.values[i] = p.data->value_of(p.slot);
-    out.found[i] = p.slot.found();
+    const bpa::slot s = p.data->locate(p.slot, keys[i]);
+    out.values[i] = p.data->value_of(s);
+    out.found[i] = s.found();
   };
   auto prefetch_leaf = [&](std::size_t g) {
     if (g < g_end) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch();
@@ -194,12 +187,10 @@ void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_
         l = &store[id];
         block = 0;
       }
-      if (i - located == locate_distance) locate(located++);
-      if (i - read == locate_distance + read_distance) answer(read++);
+      if (i - read == get_distance) answer(read++);
       ring[i % get_ring] = {&l->data, l->data.start_get(keys[i], block)};
     }
   }
-  for (; located < gb[g_end]; ++located) locate(located);
   for (; read < gb[g_end]; ++read) answer(read);
 }
 

@@ -148,20 +148,20 @@ void index::impl::get_directly(prepared& p) {
   //      prefetched;
   //   then guess the key's block from the fences, prefetch its header line
   //      (bpa::start_route);
-  //   find the block and the window of slots there, prefetch them
-  //      (bpa::start_get_near);
-  //   compare (locate), prefetch the value where the guess missed its line;
-  //   read the value, write the answer in batch order.
-  // A get thus reads about five lines of its leaf. A route on an older
+  //   find the block and the window of slots there, prefetch its two
+  //      lines (bpa::start_get_near);
+  //   compare (locate), read the value from the line that holds the key,
+  //      write the answer in batch order.
+  // A get thus reads about four lines of its leaf. A route on an older
   // layout version reaches the leaf that owns its key by right links.
   const leaf_radix_view rx = p.version->radix();
   const bool by_radix = rx.buckets != 0;
   const std::size_t to_leaf = by_radix ? 3 : static_cast<std::size_t>(v.height);  // steps to the leaf
-  const std::size_t steps = to_leaf + 4;
-  constexpr std::size_t max_steps = 16;  // heights up to 12: 16^8 leaves already exceed leaf_id
+  const std::size_t steps = to_leaf + 3;
+  constexpr std::size_t max_steps = 16;  // heights up to 13: 16^8 leaves already exceed leaf_id
   if (steps > max_steps) {
     throw std::length_error("tandem::index: the direct get path takes inner layouts up to height " +
-                            std::to_string(max_steps - 4) + ", not " + std::to_string(v.height));
+                            std::to_string(max_steps - 3) + ", not " + std::to_string(v.height));
   }
   const auto answer = [&](std::size_t begin, std::size_t end) {
     constexpr std::size_t chunk = 16;
@@ -222,17 +222,12 @@ void index::impl::get_directly(prepared& p) {
           case 1:
             for (std::size_t i = 0; i < m; ++i) l.s[i] = l.leaf[i]->data.start_get_near(k[i], l.block[i]);
             break;
-          case 2:
-            for (std::size_t i = 0; i < m; ++i) {
-              const host::bpa& d = l.leaf[i]->data;
-              l.s[i] = d.locate(l.s[i], k[i]);
-              d.prefetch_value(l.s[i]);
-            }
-            break;
           default:
             for (std::size_t i = 0; i < m; ++i) {
-              values[c + i] = l.leaf[i]->data.value_of(l.s[i]);
-              found[c + i] = l.s[i].found();
+              const host::bpa& d = l.leaf[i]->data;
+              const host::bpa::slot s = d.locate(l.s[i], k[i]);
+              values[c + i] = d.value_of(s);
+              found[c + i] = s.found();
             }
         }
       }

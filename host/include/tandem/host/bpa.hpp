@@ -7,8 +7,10 @@
 /// block lower bounds, and *blocks* that are unsorted inside. Lookups scan the
 /// log, pick the block through the header, and scan that block; a block
 /// known sorted (a per-block bit, set by rebuilds and ordered reads) is
-/// searched instead: the 8 keys around the slot interpolated from the header
-/// bounds, compared without branches, or a bisection. When the log
+/// searched instead: the two cache lines around the slot interpolated from
+/// the header bounds, compared without branches, or a bisection. A block
+/// holds key/value entries, so the lines that hold a key hold its value
+/// too. When the log
 /// fills it is *flushed*: its keys are appended to their blocks, or, if some
 /// block would overflow, log and blocks are merged and redistributed evenly.
 ///
@@ -44,8 +46,8 @@
 ///                                      // increasing; [block_count, B): max_key
 ///       key_type   log_keys[L];        // [0, log_size): unsorted unless log_sorted
 ///       value_type log_values[L];
-///       key_type   block_keys[B][S];   // block b: [0, block_size[b]) used
-///       value_type block_values[B][S];
+///       entry      blocks[B][S];       // block b: [0, block_size[b]) used;
+///                                      // 64-byte aligned, 4 entries a line
 ///     };
 ///
 /// Invariants (checked by `verify()`):
@@ -189,9 +191,9 @@ class basic_bpa {
   ///        merge-join against the header. For each key, values[i] = its
   ///        value and found[i] = 1, or 0 and 0 when absent.
   /// @note Keys go in chunks: first every key's likely slot is interpolated
-  ///       from the header bounds of its block and the key and value lines
-  ///       there are prefetched, so the chunk's cache misses overlap; then
-  ///       each key is compared branch-free with the 8 keys around its slot
+  ///       from the header bounds of its block and the two lines around it
+  ///       are prefetched, so the chunk's cache misses overlap; then each
+  ///       key is compared branch-free with the entries of those lines
   ///       (sorted blocks) or scanned for (unsorted blocks), and the log is
   ///       scanned for keys not found in a block.
   void get_sorted(const key_type* keys, std::size_t n, value_type* values, std::uint8_t* found) const noexcept {
@@ -206,7 +208,7 @@ class basic_bpa {
 
   /// @brief A lookup in two halves, so that the cache misses of lookups in
   ///        many BPAs overlap: `start_get` picks the key's block and lookup
-  ///        window from the header and prefetches their lines;
+  ///        window from the header and prefetches its two lines;
   ///        `finish_get`, on the unchanged BPA, compares them (then the log)
   ///        and writes the value and found flag as `get_sorted` does. For
   ///        keys visited in ascending order: `b` is the block of the
@@ -244,8 +246,8 @@ class basic_bpa {
   ///        in flight, as `start_get_near` is a lookup's: from the block `b`
   ///        that `start_route` guessed, finds the block that holds `from`
   ///        (reading header lines near the guess only), interpolates where
-  ///        `from` lies in it, and prefetches the key and value lines that
-  ///        the first `limit` entries from there take (at most
+  ///        `from` lies in it, and prefetches the lines that the first
+  ///        `limit` entries from there take (at most
   ///        `scan_prefetch_entries`), and the log's keys when it holds some.
   /// @return the start to pass to `copy_ordered` while the BPA is unchanged;
   ///         no start ({-1, 0}: copy_ordered routes itself, nothing
@@ -260,29 +262,21 @@ class basic_bpa {
     *found = t.found();
   }
 
-  /// @brief `finish_get` in two steps, for callers that keep many lookups
-  ///        in flight: `locate`, on the unchanged BPA, finds the key of a
-  ///        `start_get` (its block, then the log; not found: index -1),
-  ///        `prefetch_value` starts loading its value (the guess loaded the
-  ///        likely line, often but not always the right one), `value_of`
-  ///        reads it (0 when not found).
+  /// @brief `finish_get` in two steps: `locate`, on the unchanged BPA,
+  ///        finds the key of a `start_get` (its block, then the log; not
+  ///        found: index -1), `value_of` reads its value (0 when not found;
+  ///        from the line `locate` compared).
   [[nodiscard]] slot locate(slot guess, key_type key) const noexcept {
     const slot s = find_from_guess(guess, key);
     return s.found() ? s : find_in_log(key);
   }
-  void prefetch_value(slot s) const noexcept {
-    if (s.found()) TANDEM_PREFETCH(value_at(s));
-  }
   [[nodiscard]] value_type value_of(slot s) const noexcept { return s.found() ? *value_at(s) : 0; }
 
   /// @brief Starts loading the lines an ordered read from `from` reads
-  ///        first: the keys and values of the block that holds it.
+  ///        first: the entries of the block that holds it.
   void prefetch_range(key_type from) const noexcept {
     const std::size_t b = route(from);
-    for (std::size_t i = 0; i < block_capacity; i += 64 / sizeof(key_type)) {
-      TANDEM_PREFETCH(block_keys_[b] + i);
-      TANDEM_PREFETCH(block_values_[b] + i);
-    }
+    for (std::size_t i = 0; i < block_size_[b]; i += per_line) TANDEM_PREFETCH(blocks_[b] + i);
   }
 
   /// @brief Prefetches the BPA's first cache lines: the counts and the
@@ -303,9 +297,9 @@ class basic_bpa {
   ///        `start_route` steps reach them: the counts, the header entries
   ///        the block search compares from block `b` on, each key's lookup
   ///        window (bisection steps where the key lies outside it, the whole
-  ///        block where it is unsorted), the value line the guess prefetches
-  ///        and the key's own, the log when a key is not in its block. With
-  ///        `is_write(i)`, the value lines that op i dirties are counted as
+  ///        block where it is unsorted), the log when a key is not in its
+  ///        block. With
+  ///        `is_write(i)`, the entry lines that op i dirties are counted as
   ///        written (each goes back to memory once). Changes nothing: a
   ///        probe of the memory traffic of point ops (`stats::leaf_lines`).
   template <class IsWrite>
@@ -411,6 +405,10 @@ class basic_bpa {
   ///        has room, else merges log and blocks and redistributes evenly.
   void flush();
 
+  /// Where the blocks start in a BPA: a leaf places its BPA so that they
+  /// start on a cache line.
+  static constexpr std::size_t blocks_offset() noexcept { return offsetof(basic_bpa, blocks_); }
+
   /// @brief Checks every invariant of the pseudo-struct above.
   /// @throws tandem::invariant_error naming the first broken invariant.
   void verify() const;
@@ -436,24 +434,22 @@ class basic_bpa {
     }
   }
 
-  /// Keys of sorted block `b` below `key`: counted in the lookup window at
-  /// `at` when the rank lies there, else over the whole block.
+  /// Entries of sorted block `b` below `key`: counted in the lookup window
+  /// at `at` when the rank lies there, else over the whole block.
   [[nodiscard]] std::size_t rank_in_block(std::size_t b, std::size_t at, key_type key) const noexcept {
-    const key_type* keys = block_keys_[b];
+    const entry* es = blocks_[b];
     const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
     std::size_t c = 0;
-    if constexpr (block_capacity >= lookup_window) {
-      if (n >= lookup_window) {
-        const std::size_t w = std::min(at, n - lookup_window);
-        const key_type* wk = keys + w;
-        // Keys before the window are below `key`, keys after it are not.
-        if ((w == 0 || wk[0] < key) && (w + lookup_window == n || key <= wk[lookup_window - 1])) {
-          for (std::size_t t = 0; t < lookup_window; ++t) c += wk[t] < key;
-          return w + c;
-        }
+    if (n >= lookup_window) {
+      const std::size_t w = std::min(at, n - lookup_window);
+      const entry* we = es + w;
+      // Entries before the window are below `key`, entries after it are not.
+      if ((w == 0 || we[0].key < key) && (w + lookup_window == n || key <= we[lookup_window - 1].key)) {
+        for (std::size_t t = 0; t < lookup_window; ++t) c += we[t].key < key;
+        return w + c;
       }
     }
-    for (std::size_t j = 0; j < n; ++j) c += keys[j] < key;
+    for (std::size_t t = 0; t < n; ++t) c += es[t].key < key;
     return c;
   }
 
@@ -468,9 +464,11 @@ class basic_bpa {
     return b;
   }
 
-  /// Keys a sorted-block lookup compares at once, branch-free, around the
-  /// slot interpolated for it (one or two cache lines).
-  static constexpr std::size_t lookup_window = 8;
+  /// Entries a cache line holds (a leaf's blocks start on a line).
+  static constexpr std::size_t per_line = 64 / sizeof(entry);
+  /// Entries a sorted-block lookup compares at once, branch-free, around the
+  /// slot interpolated for its key: two lines, values included.
+  static constexpr std::size_t lookup_window = std::min<std::size_t>(2 * per_line, BlockSize);
 
   /// Slots of sorted block `b` by interpolation: key k sits near
   /// (k - low) * scale. The width is the gap to the next block's bound (for
@@ -490,33 +488,40 @@ class basic_bpa {
     return {low, width ? static_cast<double>(block_size_[b]) / static_cast<double>(width) : 0.0};
   }
 
-  /// First slot of the lookup window for `key` in sorted block `b`.
+  /// First slot of the lookup window for `key` in sorted block `b`: the
+  /// start of the line before that of the interpolated slot where the slot
+  /// lies in the first half of its line, else of its line; or the last
+  /// window of the block.
   [[nodiscard]] std::size_t window_start(std::size_t b, const block_interpolation& ip, key_type key) const noexcept {
     const std::size_t n = block_size_[b];
     if (n <= lookup_window) return 0;
+    const std::size_t last = n - lookup_window;
     const double at = key <= ip.low ? 0.0 : static_cast<double>(key - ip.low) * ip.scale;
     const std::size_t guess = at >= static_cast<double>(n) ? n - 1 : static_cast<std::size_t>(at);
-    return std::min(guess > lookup_window / 2 ? guess - lookup_window / 2 : 0, n - lookup_window);
+    const std::size_t from = guess > per_line / 2 ? guess - per_line / 2 : 0;
+    // Without a branch: whether the slot lies in the last window is not
+    // predictable.
+    const std::size_t at_end = std::size_t{0} - static_cast<std::size_t>(from >= last);
+    return (last & at_end) | (from / per_line * per_line & ~at_end);
   }
 
   /// For m ascending keys (keys[i * stride]), starting at block `b`: each
-  /// key's block and lookup window into `out`, and the window's key lines
-  /// and the likely value line prefetched (every key line of an unsorted
-  /// block), so that the chunk's cache misses overlap. @return the block of
-  /// the last key.
+  /// key's block and lookup window into `out`, and the window's lines
+  /// prefetched (every line of an unsorted block), so that the chunk's cache
+  /// misses overlap. @return the block of the last key.
   std::size_t guess_chunk(const key_type* keys, std::size_t stride, std::size_t m, std::size_t b,
                           slot* out) const noexcept;
 
-  /// Index of the last of n sorted keys that is <= key (0 when none is):
-  /// a branch-free bisection.
-  [[nodiscard]] static std::size_t last_not_above(const key_type* keys, std::size_t n, key_type key) noexcept {
-    const key_type* base = keys;
+  /// Index of the last of n sorted entries whose key is <= key (0 when
+  /// none is): a branch-free bisection.
+  [[nodiscard]] static std::size_t last_not_above(const entry* es, std::size_t n, key_type key) noexcept {
+    const entry* base = es;
     for (std::size_t left = n; left > 1;) {
       const std::size_t half = left / 2;
-      base = base[half] <= key ? base + half : base;
+      base = base[half].key <= key ? base + half : base;
       left -= half;
     }
-    return static_cast<std::size_t>(base - keys);
+    return static_cast<std::size_t>(base - es);
   }
 
   /// `key` in the block of `g` (found or not; the log is not looked at). A
@@ -535,7 +540,8 @@ class basic_bpa {
 
   [[nodiscard]] slot find_in_blocks(key_type key) const noexcept {
     const std::size_t b = route(key);
-    const std::size_t at = sorted_mask_ >> b & 1 ? window_start(b, interpolation(b), key) : 0;
+    const std::size_t at =
+        sorted_mask_ >> b & 1 ? window_start(b, interpolation(b), key) : 0;
     return find_from_guess({static_cast<int>(b), static_cast<int>(at)}, key);
   }
 
@@ -545,10 +551,10 @@ class basic_bpa {
   }
 
   [[nodiscard]] value_type* value_at(slot s) noexcept {
-    return s.block < 0 ? &log_values_[s.index] : &block_values_[s.block][s.index];
+    return s.block < 0 ? &log_values_[s.index] : &blocks_[s.block][s.index].value;
   }
   [[nodiscard]] const value_type* value_at(slot s) const noexcept {
-    return s.block < 0 ? &log_values_[s.index] : &block_values_[s.block][s.index];
+    return s.block < 0 ? &log_values_[s.index] : &blocks_[s.block][s.index].value;
   }
 
   /// Requires: key absent and size_ < capacity.
@@ -577,11 +583,9 @@ class basic_bpa {
   void remove_from_block(std::size_t b, std::size_t i) noexcept {
     const std::size_t n = block_size_[b];
     if (sorted_mask_ >> b & 1) {  // shift keeps the block sorted
-      std::copy(block_keys_[b] + i + 1, block_keys_[b] + n, block_keys_[b] + i);
-      std::copy(block_values_[b] + i + 1, block_values_[b] + n, block_values_[b] + i);
+      std::copy(blocks_[b] + i + 1, blocks_[b] + n, blocks_[b] + i);
     } else {
-      block_keys_[b][i] = block_keys_[b][n - 1];
-      block_values_[b][i] = block_values_[b][n - 1];
+      blocks_[b][i] = blocks_[b][n - 1];
     }
     block_size_[b] = static_cast<uint_for<BlockSize>>(n - 1);
   }
@@ -602,16 +606,14 @@ class basic_bpa {
     }
   }
 
-  /// Points keys/values at a sorted version of their n pairs: themselves
-  /// when already sorted, else a sorted copy in the given buffers.
-  static void sorted_view(const key_type*& keys, const value_type*& values, std::size_t n, bool sorted,
-                          key_type* key_buf, value_type* value_buf) noexcept {
-    if (sorted) return;
-    std::copy(keys, keys + n, key_buf);
-    std::copy(values, values + n, value_buf);
-    sort_pairs(key_buf, value_buf, n);
-    keys = key_buf;
-    values = value_buf;
+  /// Insertion sort of a block's entries, as `sort_pairs`.
+  static void sort_entries(entry* es, std::size_t n) noexcept {
+    for (std::size_t i = 1; i < n; ++i) {
+      const entry e = es[i];
+      std::size_t j = i;
+      for (; j > 0 && es[j - 1].key > e.key; --j) es[j] = es[j - 1];
+      es[j] = e;
+    }
   }
 
   void sort_log() noexcept {
@@ -624,7 +626,7 @@ class basic_bpa {
     const std::uint64_t bit = std::uint64_t{1} << b;
     if (sorted_mask_ & bit) return;
     // (the min() only tells the compiler what the invariants already say)
-    sort_pairs(block_keys_[b], block_values_[b], std::min<std::size_t>(block_size_[b], block_capacity));
+    sort_entries(blocks_[b], std::min<std::size_t>(block_size_[b], block_capacity));
     sorted_mask_ |= bit;
   }
 
@@ -657,7 +659,7 @@ class basic_bpa {
   // leaf's fences they fill the leaf's first cache line (the default
   // geometry), which is all a lookup reads before the header line of its
   // block. The header then starts on the second line, the log and the
-  // blocks on lines of their own.
+  // blocks on lines of their own; a block's entries fill whole lines.
   std::uint64_t sorted_mask_;
   uint_for<capacity> size_;
   uint_for<NumBlocks> block_count_;
@@ -667,8 +669,7 @@ class basic_bpa {
   key_type header_[NumBlocks];
   key_type log_keys_[LogSize];
   value_type log_values_[LogSize];
-  key_type block_keys_[NumBlocks][BlockSize];
-  value_type block_values_[NumBlocks][BlockSize];
+  entry blocks_[NumBlocks][BlockSize];
 };
 
 #if defined(TANDEM_SMALL_LEAVES)

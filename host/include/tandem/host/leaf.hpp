@@ -12,6 +12,7 @@
 #include <tandem/core/types.hpp>
 #include <tandem/host/bpa.hpp>
 
+#include <cstddef>
 #include <string>
 
 namespace tandem::host {
@@ -52,5 +53,7 @@ struct alignas(64) basic_leaf {
 };
 
 using leaf = basic_leaf<bpa>;
+static_assert((offsetof(leaf, data) + bpa::blocks_offset()) % 64 == 0,
+              "a leaf's blocks start on a cache line, so that a line holds whole entries");
 
 }  // namespace tandem::host

@@ -10,17 +10,17 @@ std::optional<entry> basic_bpa<LogSize, NumBlocks, BlockSize>::lower_bound(key_t
     if (log_keys_[i] >= key && (!best || log_keys_[i] < best->key)) best = entry{log_keys_[i], log_values_[i]};
   }
   for (std::size_t b = route(key); b < block_count_; ++b) {
-    const key_type* keys = block_keys_[b];
+    const entry* es = blocks_[b];
     bool hit = false;
     std::size_t at = 0;
     for (std::size_t i = 0; i < block_size_[b]; ++i) {
-      if (keys[i] >= key && (!hit || keys[i] < keys[at])) {
+      if (es[i].key >= key && (!hit || es[i].key < es[at].key)) {
         hit = true;
         at = i;
       }
     }
     if (hit) {
-      if (!best || keys[at] < best->key) best = entry{keys[at], block_values_[b][at]};
+      if (!best || es[at].key < best->key) best = es[at];
       break;  // later blocks hold only larger keys
     }
   }
@@ -41,30 +41,41 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::iterate(key_type from, std
       return static_cast<bool>(f(k, v)) && emitted < limit;
     }
   };
+  // The log and the blocks as they lie where sorted, else sorted copies.
+  // (the min()s only tell the compiler what the invariants already say)
+  const std::size_t log_n = std::min<std::size_t>(log_size_, log_capacity);
   key_type lk_copy[log_capacity];
   value_type lv_copy[log_capacity];
   const key_type* lk = log_keys_;
   const value_type* lv = log_values_;
-  // (the min() only tells the compiler what the invariants already say)
-  sorted_view(lk, lv, std::min<std::size_t>(log_size_, log_capacity), log_sorted_, lk_copy, lv_copy);
-  std::size_t li = static_cast<std::size_t>(std::lower_bound(lk, lk + log_size_, from) - lk);
-  key_type bk_copy[block_capacity];
-  value_type bv_copy[block_capacity];
+  if (!log_sorted_) {
+    std::copy(log_keys_, log_keys_ + log_n, lk_copy);
+    std::copy(log_values_, log_values_ + log_n, lv_copy);
+    sort_pairs(lk_copy, lv_copy, log_n);
+    lk = lk_copy;
+    lv = lv_copy;
+  }
+  std::size_t li = static_cast<std::size_t>(std::lower_bound(lk, lk + log_n, from) - lk);
+  entry copy[block_capacity];
   for (std::size_t b = route(from); b < block_count_; ++b) {
     const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
-    const key_type* keys = block_keys_[b];
-    const value_type* values = block_values_[b];
-    sorted_view(keys, values, n, sorted_mask_ >> b & 1, bk_copy, bv_copy);
-    std::size_t i = static_cast<std::size_t>(std::lower_bound(keys, keys + n, from) - keys);
+    const entry* es = blocks_[b];
+    if (!(sorted_mask_ >> b & 1)) {
+      std::copy(es, es + n, copy);
+      sort_entries(copy, n);
+      es = copy;
+    }
+    std::size_t i = static_cast<std::size_t>(
+        std::lower_bound(es, es + n, from, [](const entry& e, key_type k) { return e.key < k; }) - es);
     for (; i < n; ++i) {
-      while (li < log_size_ && lk[li] < keys[i]) {
+      while (li < log_n && lk[li] < es[i].key) {
         if (!visit(lk[li], lv[li])) return emitted;
         ++li;
       }
-      if (!visit(keys[i], values[i])) return emitted;
+      if (!visit(es[i].key, es[i].value)) return emitted;
     }
   }
-  for (; li < log_size_; ++li) {
+  for (; li < log_n; ++li) {
     if (!visit(lk[li], lv[li])) return emitted;
   }
   return emitted;
@@ -78,18 +89,14 @@ typename basic_bpa<LogSize, NumBlocks, BlockSize>::slot basic_bpa<LogSize, NumBl
   b = seek_block(from, b);
   const std::size_t at = window_start(b, interpolation(b), from);
   // The lines from the window's on, in this block and the next ones.
-  constexpr std::size_t per_line = 64 / sizeof(key_type);
   std::size_t left = std::min(limit, scan_prefetch_entries) + lookup_window;
   for (std::size_t c = b, j = at; c < blocks && left != 0; ++c, j = 0) {
     const std::size_t end = std::min<std::size_t>(block_size_[c], j + left);
     if (end <= j) continue;
     left -= end - j;
-    for (std::size_t t = j - j % per_line; t < end; t += per_line) {
-      TANDEM_PREFETCH(&block_keys_[c][t]);
-      TANDEM_PREFETCH(&block_values_[c][t]);
-    }
+    for (std::size_t t = j - j % per_line; t < end; t += per_line) TANDEM_PREFETCH(&blocks_[c][t]);
   }
-  for (std::size_t t = 0; t < log_size_; t += per_line) TANDEM_PREFETCH(&log_keys_[t]);
+  for (std::size_t t = 0; t < log_size_; t += 64 / sizeof(key_type)) TANDEM_PREFETCH(&log_keys_[t]);
   return {static_cast<int>(b), static_cast<int>(at)};
 }
 
@@ -103,23 +110,24 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::copy_ordered(key_type from
   // Where `from` goes in the sorted log and first block: counted, not
   // bisected, so that their lines are read at once rather than one
   // cache miss after another.
-  auto below = [from](const key_type* keys, std::size_t n) {
-    std::size_t c = 0;
-    for (std::size_t j = 0; j < n; ++j) c += keys[j] < from;
-    return c;
-  };
   const std::size_t log_n = std::min<std::size_t>(log_size_, log_capacity);
-  std::size_t li = below(log_keys_, log_n);
+  std::size_t li = 0;
+  for (std::size_t j = 0; j < log_n; ++j) li += log_keys_[j] < from;
   std::size_t emitted = 0;
   const std::size_t first = start.block >= 0 ? static_cast<std::size_t>(start.block) : route(from);
   const std::size_t blocks = std::min<std::size_t>(block_count_, num_blocks);
   for (std::size_t b = first; b < blocks && emitted < limit; ++b) {
     const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
-    const key_type* keys = block_keys_[b];
-    const value_type* values = block_values_[b];
+    const entry* es = blocks_[b];
     // Later blocks hold only keys above their bound, which is above `from`.
-    std::size_t i = b != first ? 0 : start.block >= 0 ? rank_in_block(b, static_cast<std::size_t>(start.index), from)
-                                                     : below(keys, n);
+    std::size_t i = 0;
+    if (b == first && n != 0) {
+      if (start.block >= 0) {
+        i = rank_in_block(b, static_cast<std::size_t>(start.index), from);
+      } else {
+        for (std::size_t j = 0; j < n; ++j) i += es[j].key < from;
+      }
+    }
     // The log's keys below the next block's bound go with this block.
     const std::size_t lj =
         b + 1 < blocks
@@ -128,16 +136,20 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::copy_ordered(key_type from
     entry* o = out + emitted;
     if (li == lj) {
       const std::size_t m = std::min(n - i, limit - emitted);
-      for (std::size_t j = 0; j < m; ++j) put_entry<Stream>(o + j, keys[i + j], values[i + j]);
+      if constexpr (Stream) {
+        copy_streaming(es + i, m, o);
+      } else {
+        std::copy(es + i, es + i + m, o);
+      }
       emitted += m;
       continue;
     }
     while (emitted < limit && (i < n || li < lj)) {
-      if (li < lj && (i == n || log_keys_[li] < keys[i])) {
+      if (li < lj && (i == n || log_keys_[li] < es[i].key)) {
         put_entry<Stream>(out + emitted++, log_keys_[li], log_values_[li]);
         ++li;
       } else {
-        put_entry<Stream>(out + emitted++, keys[i], values[i]);
+        put_entry<Stream>(out + emitted++, es[i].key, es[i].value);
         ++i;
       }
     }
@@ -155,14 +167,13 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::map(key_type lo, key_type hi, F&&
   const std::size_t first = route(lo);
   const std::size_t last = route(hi);
   for (std::size_t b = first; b <= last; ++b) {
-    const key_type* keys = block_keys_[b];
-    const value_type* values = block_values_[b];
+    const entry* es = blocks_[b];
     const std::size_t n = block_size_[b];
     if (b != first && b != last) {  // inside [lo, hi] by the header bounds
-      for (std::size_t i = 0; i < n; ++i) f(keys[i], values[i]);
+      for (std::size_t i = 0; i < n; ++i) f(es[i].key, es[i].value);
     } else {
       for (std::size_t i = 0; i < n; ++i) {
-        if (keys[i] >= lo && keys[i] <= hi) f(keys[i], values[i]);
+        if (es[i].key >= lo && es[i].key <= hi) f(es[i].key, es[i].value);
       }
     }
   }
@@ -178,8 +189,8 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::count(key_type lo, key_typ
     if (b != first && b != last) {
       c += n;
     } else {
-      const key_type* keys = block_keys_[b];
-      for (std::size_t i = 0; i < n; ++i) c += (keys[i] >= lo) & (keys[i] <= hi);
+      const entry* es = blocks_[b];
+      for (std::size_t i = 0; i < n; ++i) c += (es[i].key >= lo) & (es[i].key <= hi);
     }
     if (c >= cap) return c;
   }
@@ -196,8 +207,7 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::assign_sorted(const key_type* key
   std::size_t at = 0;
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::size_t m = per + (b < extra ? 1 : 0);
-    std::copy(keys + at, keys + at + m, block_keys_[b]);
-    std::copy(values + at, values + at + m, block_values_[b]);
+    for (std::size_t i = 0; i < m; ++i) blocks_[b][i] = entry{keys[at + i], values[at + i]};
     block_size_[b] = static_cast<uint_for<BlockSize>>(m);
     header_[b] = m ? keys[at] : max_key;
     at += m;
@@ -222,12 +232,13 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::extract_sorted(key_type* keys, va
   for (std::size_t b = 0; b < block_count_; ++b) {
     sort_block(b);
     for (std::size_t i = 0; i < block_size_[b]; ++i) {
-      while (li < log_size_ && log_keys_[li] < block_keys_[b][i]) {
+      const entry e = blocks_[b][i];
+      while (li < log_size_ && log_keys_[li] < e.key) {
         keys[out] = log_keys_[li];
         values[out++] = log_values_[li++];
       }
-      keys[out] = block_keys_[b][i];
-      values[out++] = block_values_[b][i];
+      keys[out] = e.key;
+      values[out++] = e.value;
     }
   }
   for (; li < log_size_; ++li) {
@@ -272,9 +283,8 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::flush() {
     const std::size_t b = route(k);
     const std::size_t n = block_size_[b];
     const std::uint64_t bit = std::uint64_t{1} << b;
-    if ((sorted_mask_ & bit) && n && block_keys_[b][n - 1] > k) sorted_mask_ &= ~bit;
-    block_keys_[b][n] = k;
-    block_values_[b][n] = log_values_[i];
+    if ((sorted_mask_ & bit) && n && blocks_[b][n - 1].key > k) sorted_mask_ &= ~bit;
+    blocks_[b][n] = entry{k, log_values_[i]};
     block_size_[b] = static_cast<uint_for<BlockSize>>(n + 1);
     if (k < header_[b]) header_[b] = k;  // only block 0 can see a key below its bound
   }
@@ -304,16 +314,16 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::verify() const {
   for (std::size_t b = 0; b < block_count_; ++b) {
     const std::size_t n = block_size_[b];
     for (std::size_t i = 0; i < n; ++i) {
-      const key_type k = block_keys_[b][i];
+      const key_type k = blocks_[b][i].key;
       if (k < header_[b] || (b + 1 < block_count_ && k >= header_[b + 1])) {
         fail("key " + std::to_string(k) + " outside the bounds of block " + std::to_string(b));
       }
       if (route(k) != b) fail("key " + std::to_string(k) + " does not route to its block");
-      if ((sorted_mask_ >> b & 1) && i > 0 && block_keys_[b][i - 1] >= k) {
+      if ((sorted_mask_ >> b & 1) && i > 0 && blocks_[b][i - 1].key >= k) {
         fail("block " + std::to_string(b) + " marked sorted but is not");
       }
       for (std::size_t j = i + 1; j < n; ++j) {
-        if (block_keys_[b][j] == k) fail("duplicate key " + std::to_string(k) + " in block " + std::to_string(b));
+        if (blocks_[b][j].key == k) fail("duplicate key " + std::to_string(k) + " in block " + std::to_string(b));
       }
     }
   }
@@ -342,12 +352,15 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::guess_chunk(const key_type
         ip_block = b;
       }
       const std::size_t at = window_start(b, ip, key);
-      TANDEM_PREFETCH(&block_keys_[b][at]);
-      TANDEM_PREFETCH(&block_keys_[b][std::min(at + lookup_window - 1, block_capacity - 1)]);
-      TANDEM_PREFETCH(&block_values_[b][std::min(at + lookup_window / 2, block_capacity - 1)]);
+      // The window's lines: two, or three where the block's last window
+      // does not start on a line.
+      const entry* w = blocks_[b] + at;
+      TANDEM_PREFETCH(w);
+      if constexpr (lookup_window > per_line) TANDEM_PREFETCH(w + per_line);
+      TANDEM_PREFETCH(w + lookup_window - 1);
       out[i] = {static_cast<int>(b), static_cast<int>(at)};
     } else {
-      for (std::size_t j = 0; j < block_size_[b]; j += 64 / sizeof(key_type)) TANDEM_PREFETCH(&block_keys_[b][j]);
+      for (std::size_t j = 0; j < block_size_[b]; j += per_line) TANDEM_PREFETCH(&blocks_[b][j]);
       out[i] = {static_cast<int>(b), 0};
     }
   }
@@ -391,38 +404,36 @@ typename basic_bpa<LogSize, NumBlocks, BlockSize>::line_tally basic_bpa<LogSize,
       if (header_[b + 1] > key) break;
       ++b;
     }
-    const key_type* bk = block_keys_[b];
-    const std::size_t size = block_size_[b];
+    const entry* es = blocks_[b];
+    const std::size_t size = std::min<std::size_t>(block_size_[b], block_capacity);
     mark(read, &block_size_[b]);
     std::size_t at = 0;
     if (sorted_mask_ >> b & 1) {
-      if (size > lookup_window) {
-        mark(read, &header_[b]);
-        mark(read, &header_[b + 1 < num_blocks && b + 1 < block_count_ ? b + 1 : 0]);
-        at = window_start(b, interpolation(b), key);
-      }
-      if (size != 0) {  // guess_chunk's prefetches
-        mark(read, bk + at);
-        mark(read, bk + std::min(at + lookup_window - 1, block_capacity - 1));
-        mark(read, &block_values_[b][std::min(at + lookup_window / 2, block_capacity - 1)]);
-      }
-      // The lines find_from_guess compares: the window, else its bisection.
-      bool in_window = false;
-      if (size >= lookup_window) {
-        const std::size_t w = std::min(at, size - lookup_window);
-        mark_span(bk + w, lookup_window * sizeof(key_type));
-        in_window = bk[w] <= key && key <= bk[w + lookup_window - 1];
-      }
-      if (!in_window && size != 0) {
-        const key_type* p = bk;
-        mark(read, p);
-        for (std::size_t left = size; left > 1; left -= left / 2) {
-          mark(read, p + left / 2);
-          if (p[left / 2] <= key) p += left / 2;
+      mark(read, &header_[b]);
+      mark(read, &header_[b + 1 < num_blocks && b + 1 < block_count_ ? b + 1 : 0]);
+      at = window_start(b, interpolation(b), key);
+      if (size != 0) {
+        // guess_chunk's prefetches, then the lines find_from_guess
+        // compares: the window, else its bisection.
+        mark(read, es + at);
+        if constexpr (lookup_window > per_line) mark(read, es + at + per_line);
+        mark(read, es + at + lookup_window - 1);
+        bool in_window = false;
+        if (size >= lookup_window) {
+          mark_span(es + at, lookup_window * sizeof(entry));
+          in_window = es[at].key <= key && key <= es[at + lookup_window - 1].key;
+        }
+        if (!in_window) {
+          const entry* p = es;
+          mark(read, p);
+          for (std::size_t left = size; left > 1; left -= left / 2) {
+            mark(read, p + left / 2);
+            if (p[left / 2].key <= key) p += left / 2;
+          }
         }
       }
     } else {
-      mark_span(bk, size * sizeof(key_type));
+      mark_span(es, size * sizeof(entry));
     }
     slot s = find_from_guess({static_cast<int>(b), static_cast<int>(at)}, key);
     if (!s.found() && log_size_ != 0) {
@@ -449,29 +460,27 @@ template <int LogSize, int NumBlocks, int BlockSize>
 typename basic_bpa<LogSize, NumBlocks, BlockSize>::slot basic_bpa<LogSize, NumBlocks, BlockSize>::find_from_guess(
     slot g, key_type key) const noexcept {
   const auto b = static_cast<std::size_t>(g.block);
-  const key_type* keys = block_keys_[b];
-  const std::size_t n = block_size_[b];
+  const entry* es = blocks_[b];
+  const std::size_t n = std::min<std::size_t>(block_size_[b], block_capacity);
   if (n == 0) return {g.block, -1};
   if (sorted_mask_ >> b & 1) {
     std::size_t j = 0;
     bool in_window = false;
-    if constexpr (block_capacity >= lookup_window) {
-      if (n >= lookup_window) {
-        const std::size_t w = std::min(static_cast<std::size_t>(g.index), n - lookup_window);
-        const key_type* wk = keys + w;
-        in_window = wk[0] <= key && key <= wk[lookup_window - 1];
-        if (in_window) {
-          std::size_t below = 0;
-          for (std::size_t t = 0; t < lookup_window; ++t) below += wk[t] <= key;
-          j = w + below - 1;
-        }
+    if (n >= lookup_window) {
+      const std::size_t w = std::min(static_cast<std::size_t>(g.index), n - lookup_window);
+      const entry* we = es + w;
+      in_window = (we[0].key <= key) & (key <= we[lookup_window - 1].key);
+      if (in_window) {
+        std::size_t below = 0;
+        for (std::size_t t = 0; t < lookup_window; ++t) below += we[t].key <= key;
+        j = w + below - 1;
       }
     }
-    if (!in_window) j = last_not_above(keys, n, key);
-    return {g.block, keys[j] == key ? static_cast<int>(j) : -1};
+    if (!in_window) j = last_not_above(es, n, key);
+    return {g.block, es[j].key == key ? static_cast<int>(j) : -1};
   }
   for (std::size_t i = 0; i < n; ++i) {
-    if (keys[i] == key) return {g.block, static_cast<int>(i)};
+    if (es[i].key == key) return {g.block, static_cast<int>(i)};
   }
   return {g.block, -1};
 }
@@ -481,24 +490,18 @@ template <class Run>
 std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& run, std::size_t n) {
   std::size_t b = 0;
   slot guesses[lookup_chunk];
-  slot located[lookup_chunk];
   for (std::size_t c = 0; c < n; c += lookup_chunk) {
     const std::size_t m = std::min(n - c, lookup_chunk);
     b = guess_chunk(run.advanced(c).keys(), Run::key_stride, m, b, guesses);
-    // Every key of the chunk is located in its block before any op runs,
-    // so that the value lines the guesses missed load meanwhile.
-    for (std::size_t i = 0; i < m; ++i) {
-      located[i] = find_from_guess(guesses[i], run.key(c + i));
-      prefetch_value(located[i]);
-    }
-    bool erased = false;  // in a block: the slots located there may have moved
     for (std::size_t i = 0; i < m; ++i) {
       const key_type key = run.key(c + i);
       const op_kind kind = run.kind(c + i);
       // An earlier op of the chunk may have flushed the log: then the
-      // guesses are stale and the key is routed again. A key absent from
-      // its block is sought in the log, where an earlier op may have put it.
-      slot s = guesses[i].block < 0 ? find_in_blocks(key) : erased ? find_from_guess(guesses[i], key) : located[i];
+      // guesses are stale and the key is routed again (a removal only
+      // moves slots, and any slot of the block is a start). A key absent
+      // from its block is sought in the log, where an earlier op may have
+      // put it.
+      slot s = guesses[i].block < 0 ? find_in_blocks(key) : find_from_guess(guesses[i], key);
       if (!s.found()) s = find_in_log(key);
       const bool adds = !s.found() && (kind == op_kind::put || kind == op_kind::insert);
       if (adds && size_ == capacity) return c + i;
@@ -512,7 +515,6 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& ru
       } else if (s.found() && kind == op_kind::put) {
         *value_at(s) = run.value(c + i);
       } else if (s.found() && kind == op_kind::erase) {
-        erased = erased || s.block >= 0;
         erase_at(s);
       }
     }
