@@ -132,7 +132,7 @@ void print_stage_table(const tandem_figures& t, std::uint64_t nb, double wall, b
   if (t.leaf_line_ops != 0) {
     std::printf("  leaf lines: %.2f a point op (%.0f bytes), counted after the ops ran on %llu of them (one leaf "
                 "group in %zu, one direct get in %zu): the distinct lines of each leaf its lookups read, and the "
-                "value lines its writes dirty\n",
+                "lines its writes dirty\n",
                 t.leaf_lines_per_op(), 64 * t.leaf_lines_per_op(), static_cast<unsigned long long>(t.leaf_line_ops),
                 tandem::stats::leaf_line_sample, tandem::stats::leaf_line_sample);
   }

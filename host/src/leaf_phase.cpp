@@ -45,9 +45,9 @@ constexpr std::size_t dense_gets = 32;
 
 /// Gets in flight per task of a gets-only batch: a get's block and lookup
 /// window are found and the window's lines prefetched (bpa::start_get)
-/// `get_distance` gets before the key is located there and its value, which
-/// shares its line, read (bpa::locate). So a task keeps its cache misses
-/// overlapping across the ends of groups.
+/// `get_distance` gets before the key is located there and its value read
+/// (bpa::locate; a key found in a block shares its line with its value). So
+/// a task keeps its cache misses overlapping across the ends of groups.
 constexpr std::uint32_t get_distance = 16;
 constexpr std::uint32_t get_ring = 16;  // >= get_distance, a power of two
 static_assert(get_ring >= get_distance && (get_ring & (get_ring - 1)) == 0);
@@ -152,7 +152,7 @@ void reserve_for_writes(leaf_store& store, const leaf_phase_input& in, leaf_phas
 }
 
 /// Answers the gets of groups [g_begin, g_end) of a gets-only batch in
-/// routed order, in the stretches above; each goes from its routed leaf to
+/// routed order, `get_distance` apart as above; each goes from its routed leaf to
 /// the one that owns it now by right links.
 void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_t g_begin, std::size_t g_end,
                  const sorted_answers& out) {

@@ -148,10 +148,10 @@ void index::impl::get_directly(prepared& p) {
   //      prefetched;
   //   then guess the key's block from the fences, prefetch its header line
   //      (bpa::start_route);
-  //   find the block and the window of slots there, prefetch its two
-  //      lines (bpa::start_get_near);
-  //   compare (locate), read the value from the line that holds the key,
-  //      write the answer in batch order.
+  //   find the block and the window of slots there, prefetch its lines
+  //      (bpa::start_get_near);
+  //   compare (locate), read the value (a key found in a block shares its
+  //      line), write the answer in batch order.
   // A get thus reads about four lines of its leaf. A route on an older
   // layout version reaches the leaf that owns its key by right links.
   const leaf_radix_view rx = p.version->radix();

@@ -232,8 +232,8 @@ TEST(IndexApi, StatsReportTheDataAfterALoad) {
 // stats().leaf_lines counts the leaf lines of a sample of point ops, on
 // the routed path (a leaf group in leaf_line_sample) and the direct one
 // (a get in leaf_line_sample): a lone get reads its leaf's first line, a
-// header line, its window and a value line; gets that share their leaves
-// share lines; scans are not counted.
+// header line and its window, which holds the value; gets that share their
+// leaves share lines; scans are not counted.
 TEST(IndexApi, StatsCountTheLeafLinesOfPointOps) {
   config c;
   c.device = device_kind::cpu;
@@ -261,7 +261,7 @@ TEST(IndexApi, StatsCountTheLeafLinesOfPointOps) {
   EXPECT_LT(dense_ops, pairs.size());
   EXPECT_LT(dense_lines, dense_ops);  // 16 bytes a pair, 4 pairs a line
 
-  batch writes;  // puts dirty their value lines as well
+  batch writes;  // puts dirty their entries' lines as well
   for (const entry& e : pairs) writes.put(e.key, e.value + 1);
   const auto [write_ops, write_lines] = lines_of(writes);
   EXPECT_GT(write_ops, 0u);

@@ -150,11 +150,12 @@ struct stats {
   /// ops ran (one leaf group of a routed batch in leaf_line_sample, one get
   /// answered directly in leaf_line_sample): the distinct lines of each
   /// leaf that the sampled ops' lookups read (the leaf's first line, the
-  /// header entries compared, the key window, the value line) plus the
-  /// value lines their writes dirty, and the ops counted. leaf_lines / leaf_line_ops is what a point op
-  /// moves between the leaves and the cores where no cache holds them:
-  /// against a probe of random reads, the bound the leaves put on point
-  /// ops. Lines of the inner layout and of batch arrays are not counted.
+  /// header entries compared, the window of entries, which holds the
+  /// values) plus the lines their writes dirty, and the ops counted.
+  /// leaf_lines / leaf_line_ops is what a point op moves between the leaves
+  /// and the cores where no cache holds them: against a probe of random
+  /// reads, the bound the leaves put on point ops. Lines of the inner
+  /// layout and of batch arrays are not counted.
   std::uint64_t leaf_lines = 0, leaf_line_ops = 0;
   static constexpr std::size_t leaf_line_sample = 64;
 

@@ -10,9 +10,9 @@
 /// searched instead: the two cache lines around the slot interpolated from
 /// the header bounds, compared without branches, or a bisection. A block
 /// holds key/value entries, so the lines that hold a key hold its value
-/// too. When the log
-/// fills it is *flushed*: its keys are appended to their blocks, or, if some
-/// block would overflow, log and blocks are merged and redistributed evenly.
+/// too. When the log fills it is *flushed*: its keys are appended to their
+/// blocks, or, if some block would overflow, log and blocks are merged and
+/// redistributed evenly.
 ///
 /// How it differs from the BP-tree of the thesis:
 /// - Every key lives in exactly one place, the log or its block: the log holds
@@ -46,8 +46,9 @@
 ///                                      // increasing; [block_count, B): max_key
 ///       key_type   log_keys[L];        // [0, log_size): unsorted unless log_sorted
 ///       value_type log_values[L];
-///       entry      blocks[B][S];       // block b: [0, block_size[b]) used;
-///                                      // 64-byte aligned, 4 entries a line
+///       entry      blocks[B][S];       // block b: [0, block_size[b]) used; in
+///                                      // a leaf on a line (leaf.hpp checks),
+///                                      // 4 entries a line
 ///     };
 ///
 /// Invariants (checked by `verify()`):
@@ -208,7 +209,8 @@ class basic_bpa {
 
   /// @brief A lookup in two halves, so that the cache misses of lookups in
   ///        many BPAs overlap: `start_get` picks the key's block and lookup
-  ///        window from the header and prefetches its two lines;
+  ///        window from the header and prefetches its lines (two, or three
+  ///        for a block's last window that does not start on a line);
   ///        `finish_get`, on the unchanged BPA, compares them (then the log)
   ///        and writes the value and found flag as `get_sorted` does. For
   ///        keys visited in ascending order: `b` is the block of the
@@ -265,7 +267,7 @@ class basic_bpa {
   /// @brief `finish_get` in two steps: `locate`, on the unchanged BPA,
   ///        finds the key of a `start_get` (its block, then the log; not
   ///        found: index -1), `value_of` reads its value (0 when not found;
-  ///        from the line `locate` compared).
+  ///        for a key found in a block, from the line `locate` compared).
   [[nodiscard]] slot locate(slot guess, key_type key) const noexcept {
     const slot s = find_from_guess(guess, key);
     return s.found() ? s : find_in_log(key);
@@ -287,7 +289,7 @@ class basic_bpa {
     for (; p < end; p += 64) TANDEM_PREFETCH(p);
   }
 
-  /// Cache lines of a BPA that point ops read, and value lines they write.
+  /// Cache lines of a BPA that point ops read, and lines they write.
   struct line_tally {
     std::uint64_t read = 0;
     std::uint64_t written = 0;
@@ -298,10 +300,10 @@ class basic_bpa {
   ///        the block search compares from block `b` on, each key's lookup
   ///        window (bisection steps where the key lies outside it, the whole
   ///        block where it is unsorted), the log when a key is not in its
-  ///        block. With
-  ///        `is_write(i)`, the entry lines that op i dirties are counted as
-  ///        written (each goes back to memory once). Changes nothing: a
-  ///        probe of the memory traffic of point ops (`stats::leaf_lines`).
+  ///        block. With `is_write(i)`, the lines that op i dirties are
+  ///        counted as written (each goes back to memory once). Changes
+  ///        nothing: a probe of the memory traffic of point ops
+  ///        (`stats::leaf_lines`).
   template <class IsWrite>
   [[nodiscard]] line_tally lookup_lines(const key_type* keys, std::size_t n, std::size_t b,
                                         IsWrite&& is_write) const noexcept;
@@ -331,8 +333,9 @@ class basic_bpa {
   }
 
   /// @brief `iterate` into an array: the first `limit` entries with key >=
-  ///        `from`, ascending, written to out[0..) (with Stream, past the
-  ///        caches: put_entry). A BPA whose log and blocks are sorted (as
+  ///        `from`, ascending, written to out[0..) (with Stream, the lines
+  ///        they fill whole past the caches: put_entry, copy_streaming). A
+  ///        BPA whose log and blocks are sorted (as
   ///        `sort()` and bulk load leave it) is copied block by block in
   ///        straight loops; the log's keys are merged into the block whose
   ///        bounds hold them. `start`, from `start_scan` for the same
@@ -444,7 +447,7 @@ class basic_bpa {
       const std::size_t w = std::min(at, n - lookup_window);
       const entry* we = es + w;
       // Entries before the window are below `key`, entries after it are not.
-      if ((w == 0 || we[0].key < key) && (w + lookup_window == n || key <= we[lookup_window - 1].key)) {
+      if ((w == 0 || we[0].key <= key) && (w + lookup_window == n || key <= we[lookup_window - 1].key)) {
         for (std::size_t t = 0; t < lookup_window; ++t) c += we[t].key < key;
         return w + c;
       }
@@ -490,19 +493,19 @@ class basic_bpa {
 
   /// First slot of the lookup window for `key` in sorted block `b`: the
   /// start of the line before that of the interpolated slot where the slot
-  /// lies in the first half of its line, else of its line; or the last
-  /// window of the block.
+  /// lies in the first half of its line, else of its line; the block's last
+  /// window where a window from there would pass the block's end.
   [[nodiscard]] std::size_t window_start(std::size_t b, const block_interpolation& ip, key_type key) const noexcept {
     const std::size_t n = block_size_[b];
     if (n <= lookup_window) return 0;
     const std::size_t last = n - lookup_window;
     const double at = key <= ip.low ? 0.0 : static_cast<double>(key - ip.low) * ip.scale;
     const std::size_t guess = at >= static_cast<double>(n) ? n - 1 : static_cast<std::size_t>(at);
-    const std::size_t from = guess > per_line / 2 ? guess - per_line / 2 : 0;
+    const std::size_t line = (guess > per_line / 2 ? guess - per_line / 2 : 0) / per_line * per_line;
     // Without a branch: whether the slot lies in the last window is not
     // predictable.
-    const std::size_t at_end = std::size_t{0} - static_cast<std::size_t>(from >= last);
-    return (last & at_end) | (from / per_line * per_line & ~at_end);
+    const std::size_t at_end = std::size_t{0} - static_cast<std::size_t>(line > last);
+    return (last & at_end) | (line & ~at_end);
   }
 
   /// For m ascending keys (keys[i * stride]), starting at block `b`: each
@@ -540,8 +543,7 @@ class basic_bpa {
 
   [[nodiscard]] slot find_in_blocks(key_type key) const noexcept {
     const std::size_t b = route(key);
-    const std::size_t at =
-        sorted_mask_ >> b & 1 ? window_start(b, interpolation(b), key) : 0;
+    const std::size_t at = sorted_mask_ >> b & 1 ? window_start(b, interpolation(b), key) : 0;
     return find_from_guess({static_cast<int>(b), static_cast<int>(at)}, key);
   }
 
@@ -590,8 +592,8 @@ class basic_bpa {
     block_size_[b] = static_cast<uint_for<BlockSize>>(n - 1);
   }
 
-  /// Insertion sort of parallel key/value arrays: the arrays are short (a
-  /// block or the log) and often nearly sorted.
+  /// Insertion sort of the log's parallel key/value arrays (or a copy of
+  /// them): they are short and often nearly sorted.
   static void sort_pairs(key_type* keys, value_type* values, std::size_t n) noexcept {
     for (std::size_t i = 1; i < n; ++i) {
       const key_type k = keys[i];
@@ -606,7 +608,7 @@ class basic_bpa {
     }
   }
 
-  /// Insertion sort of a block's entries, as `sort_pairs`.
+  /// Insertion sort of a block's entries (short, often nearly sorted).
   static void sort_entries(entry* es, std::size_t n) noexcept {
     for (std::size_t i = 1; i < n; ++i) {
       const entry e = es[i];

@@ -28,9 +28,9 @@
 ///    columns (leaf_store::apply_run over a column_run: full leaves split,
 ///    both halves stay with the task). A task keeps its cache misses
 ///    overlapping across the ends of its groups: a gets-only batch's gets
-///    go through a pipeline (block and window guessed and prefetched, then
-///    located and the value line prefetched, then read, each stage some
-///    gets behind the one before); with writes, the lines of the next ops'
+///    go through a pipeline (block and window guessed and prefetched, then,
+///    some gets behind, located there and the value read); with writes,
+///    the lines of the next ops'
 ///    lookups are prefetched while the current group is applied.
 ///
 /// Routes from an older inner-layout version are fine: every op follows

@@ -412,12 +412,12 @@ typename basic_bpa<LogSize, NumBlocks, BlockSize>::line_tally basic_bpa<LogSize,
       mark(read, &header_[b]);
       mark(read, &header_[b + 1 < num_blocks && b + 1 < block_count_ ? b + 1 : 0]);
       at = window_start(b, interpolation(b), key);
+      // guess_chunk's prefetches, then the lines find_from_guess compares:
+      // the window, else its bisection.
+      mark(read, es + at);
+      if constexpr (lookup_window > per_line) mark(read, es + at + per_line);
+      mark(read, es + at + lookup_window - 1);
       if (size != 0) {
-        // guess_chunk's prefetches, then the lines find_from_guess
-        // compares: the window, else its bisection.
-        mark(read, es + at);
-        if constexpr (lookup_window > per_line) mark(read, es + at + per_line);
-        mark(read, es + at + lookup_window - 1);
         bool in_window = false;
         if (size >= lookup_window) {
           mark_span(es + at, lookup_window * sizeof(entry));
@@ -490,18 +490,22 @@ template <class Run>
 std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& run, std::size_t n) {
   std::size_t b = 0;
   slot guesses[lookup_chunk];
+  slot located[lookup_chunk];
   for (std::size_t c = 0; c < n; c += lookup_chunk) {
     const std::size_t m = std::min(n - c, lookup_chunk);
     b = guess_chunk(run.advanced(c).keys(), Run::key_stride, m, b, guesses);
+    // Every key of the chunk is located in its block before any op runs,
+    // so that the lookups' cache misses (the bisections of keys outside
+    // their windows among them) overlap.
+    for (std::size_t i = 0; i < m; ++i) located[i] = find_from_guess(guesses[i], run.key(c + i));
+    bool erased = false;  // in a block: the slots located there may have moved
     for (std::size_t i = 0; i < m; ++i) {
       const key_type key = run.key(c + i);
       const op_kind kind = run.kind(c + i);
       // An earlier op of the chunk may have flushed the log: then the
-      // guesses are stale and the key is routed again (a removal only
-      // moves slots, and any slot of the block is a start). A key absent
-      // from its block is sought in the log, where an earlier op may have
-      // put it.
-      slot s = guesses[i].block < 0 ? find_in_blocks(key) : find_from_guess(guesses[i], key);
+      // guesses are stale and the key is routed again. A key absent from
+      // its block is sought in the log, where an earlier op may have put it.
+      slot s = guesses[i].block < 0 ? find_in_blocks(key) : erased ? find_from_guess(guesses[i], key) : located[i];
       if (!s.found()) s = find_in_log(key);
       const bool adds = !s.found() && (kind == op_kind::put || kind == op_kind::insert);
       if (adds && size_ == capacity) return c + i;
@@ -515,6 +519,7 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& ru
       } else if (s.found() && kind == op_kind::put) {
         *value_at(s) = run.value(c + i);
       } else if (s.found() && kind == op_kind::erase) {
+        erased = erased || s.block >= 0;
         erase_at(s);
       }
     }
