@@ -70,7 +70,7 @@ inner_layout inner_layout::build(const key_type* low_keys, const leaf_id* ids, s
   out.child_prefix_.resize(total + 1);
   out.child_prefix_[total] = nodes + static_cast<std::uint32_t>(leaves);
   out.leaf_ids_.assign(ids, ids + leaves);
-  out.build_radix(low_keys, leaves);
+  out.build_radix(low_keys, ids, leaves);
 
   // Bottom-up: each level's children are the level below (or the leaves),
   // each with the smallest key of its subtree in `child_min`.
@@ -119,10 +119,11 @@ std::size_t inner_layout::bytes() const noexcept {
 }
 
 std::size_t inner_layout::radix_bytes() const noexcept {
-  return radix_low_.size() * sizeof(key_type) + radix_first_.size() * sizeof(std::uint32_t);
+  return radix_low_.size() * sizeof(key_type) + radix_first_.size() * sizeof(std::uint32_t) +
+         radix_buckets_.size() * sizeof(radix_bucket);
 }
 
-void inner_layout::build_radix(const key_type* low_keys, std::size_t leaves) {
+void inner_layout::build_radix(const key_type* low_keys, const leaf_id* ids, std::size_t leaves) {
   if (leaves < 2) return;
   // About one interval a leaf, at most 2^21.
   int bits = 1;
@@ -150,6 +151,22 @@ void inner_layout::build_radix(const key_type* low_keys, std::size_t leaves) {
     crowded += width > leaf_radix_view::narrow ? width : 0;
   }
   if (crowded > leaves / 8) return;  // too uneven: descents serve better
+  // Each interval's candidates first[t] .. first[t + 1], up to three, the
+  // last repeated where there are fewer (radix_bucket).
+  radix_buckets_.resize(buckets);
+  for (std::uint64_t t = 0; t < buckets; ++t) {
+    const std::uint32_t lo = first[t];
+    const std::uint32_t width = first[t + 1] - lo;
+    radix_bucket& e = radix_buckets_[t];
+    const std::uint32_t second = lo + (width >= 1 ? 1 : 0);
+    const std::uint32_t third = lo + std::min<std::uint32_t>(width, 2);
+    e.bounds[0] = low_keys[second];
+    e.bounds[1] = low_keys[third];
+    e.ids[0] = ids[lo];
+    e.ids[1] = ids[second];
+    e.ids[2] = ids[third];
+    e.wide = width > 2 ? 1 : 0;
+  }
   radix_low_.assign(low_keys, low_keys + leaves);
   radix_first_ = std::move(first);
   radix_base_ = base;
@@ -161,6 +178,8 @@ leaf_radix_view inner_layout::radix() const noexcept {
   if (radix_first_.empty()) return r;
   r.first = radix_first_.data();
   r.low_keys = radix_low_.data();
+  r.bucket_table = radix_buckets_.data();
+  r.ids = leaf_ids_.data();
   r.base = radix_base_;
   r.buckets = radix_first_.size() - 1;
   r.shift = radix_shift_;

@@ -140,12 +140,11 @@ void index::impl::get_directly(prepared& p) {
   // Chunks of gets in a software pipeline, each chunk one step further every
   // round, so that a step's cache misses (started by the step before, a
   // round earlier) have arrived when it runs:
-  //   the leaf ordinal by the layout's radix table (inner_layout::radix):
-  //      prefetch the key's entry; read its range of ordinals, prefetch
-  //      their low keys and leaf ids; pick the owner among them. Where the
-  //      layout has no table, one step per inner level (descend_level).
-  //      After the last, each leaf's first line (fences, counts) is
-  //      prefetched;
+  //   the leaf by the layout's radix table (inner_layout::radix):
+  //      prefetch the key's bucket; pick the owner's id among the bucket's
+  //      candidates (leaf_radix_view::leaf_of). Where the layout has no
+  //      table, one step per inner level (descend_level). After the last,
+  //      each leaf's first line (fences, counts) is prefetched;
   //   then guess the key's block from the fences, prefetch its header line
   //      (bpa::start_route);
   //   find the block and the window of slots there, prefetch its lines
@@ -156,7 +155,7 @@ void index::impl::get_directly(prepared& p) {
   // layout version reaches the leaf that owns its key by right links.
   const leaf_radix_view rx = p.version->radix();
   const bool by_radix = rx.buckets != 0;
-  const std::size_t to_leaf = by_radix ? 3 : static_cast<std::size_t>(v.height);  // steps to the leaf
+  const std::size_t to_leaf = by_radix ? 2 : static_cast<std::size_t>(v.height);  // steps to the leaf
   const std::size_t steps = to_leaf + 3;
   constexpr std::size_t max_steps = 16;  // heights up to 13: 16^8 leaves already exceed leaf_id
   if (steps > max_steps) {
@@ -180,24 +179,15 @@ void index::impl::get_directly(prepared& p) {
         const key_type* k = keys + c;
         lane& l = lanes[(round - step) % steps];
         if (by_radix && step < to_leaf) {
-          switch (step) {
-            case 0:
-              for (std::size_t i = 0; i < m; ++i) {
-                if (const std::uint32_t* e = rx.entry_of(k[i])) TANDEM_PREFETCH(e);
-              }
-              break;
-            case 1:
-              for (std::size_t i = 0; i < m; ++i) {
-                rx.range(k[i], l.at[i], l.block[i]);
-                TANDEM_PREFETCH(rx.low_keys + std::min(l.at[i] + 1, rx.leaf_count - 1));
-                TANDEM_PREFETCH(ids + l.at[i]);
-              }
-              break;
-            default:
-              for (std::size_t i = 0; i < m; ++i) {
-                l.leaf[i] = &store[ids[rx.owner(k[i], l.at[i], l.block[i])]];
-                l.leaf[i]->prefetch_first_line();
-              }
+          if (step == 0) {
+            for (std::size_t i = 0; i < m; ++i) {
+              if (const radix_bucket* e = rx.bucket_of(k[i])) TANDEM_PREFETCH(e);
+            }
+          } else {
+            for (std::size_t i = 0; i < m; ++i) {
+              l.leaf[i] = &store[rx.leaf_of(k[i])];
+              l.leaf[i]->prefetch_first_line();
+            }
           }
           continue;
         }

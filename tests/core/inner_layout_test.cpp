@@ -63,6 +63,7 @@ class InnerLayoutTest : public ::testing::TestWithParam<int> {
     const leaf_radix_view rx = l.radix();
     if (rx.buckets != 0) {
       ASSERT_EQ(rx.find(key), want) << "radix, key " << key;
+      ASSERT_EQ(rx.leaf_of(key), t.ids[want]) << "radix bucket, key " << key;
     }
   }
   void expect_key(const inner_layout& l, const table& t, key_type key) const {
@@ -160,7 +161,8 @@ TEST_P(InnerLayoutTest, RadixTableFindsTheOwner) {
     ASSERT_NE(rx.buckets, 0u);
     EXPECT_GE(rx.buckets, leaves / 4);
     EXPECT_LE(rx.buckets, 2 * leaves);
-    EXPECT_EQ(l.radix_bytes(), leaves * sizeof(key_type) + (rx.buckets + 1) * sizeof(std::uint32_t));
+    EXPECT_EQ(l.radix_bytes(), leaves * sizeof(key_type) + (rx.buckets + 1) * sizeof(std::uint32_t) +
+                                   rx.buckets * sizeof(radix_bucket));
     ASSERT_NO_FATAL_FAILURE(check_table(t, leaves));
   }
   // Consecutive low keys: one interval a key.
@@ -170,6 +172,18 @@ TEST_P(InnerLayoutTest, RadixTableFindsTheOwner) {
   const table some = clustered_table(20'000, 1'000, 9);
   const inner_layout with_some = build(some, fanout());
   ASSERT_NE(with_some.radix().buckets, 0u);
+  {
+    // Buckets of every width: 1, 2 and 3 candidates read alone, wider ones
+    // through find (leaf_of is checked on every key by check_table).
+    const leaf_radix_view rx = with_some.radix();
+    std::size_t by_width[5] = {};
+    for (std::uint64_t t = 0; t < rx.buckets; ++t) {
+      const std::uint32_t w = rx.first[t + 1] - rx.first[t];
+      ++by_width[std::min<std::uint32_t>(w, 4)];
+      ASSERT_EQ(rx.bucket_table[t].wide != 0, w > 2) << t;
+    }
+    for (const std::size_t n : by_width) EXPECT_GT(n, 0u);
+  }
   ASSERT_NO_FATAL_FAILURE(check_table(some, 9));
   for (key_type k = (key_type{1} << 40) - 2; k < (key_type{1} << 40) + 3'010; ++k) {
     ASSERT_NO_FATAL_FAILURE(expect_key(with_some, some, k));

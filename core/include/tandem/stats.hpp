@@ -111,7 +111,7 @@ struct stats {
   std::size_t inner_bytes = 0;       ///< size of the inner layout
   std::size_t leaf_bytes = 0;        ///< host memory of the leaves (keys, values, fences, BPA headers)
   /// Host memory of the index's data: leaf_bytes + inner_bytes + the
-  /// inner layout's radix table (host only: low keys and 4 bytes an
+  /// inner layout's radix table (host only: low keys and 36 bytes an
   /// interval, inner_layout::radix). Batch
   /// buffers (pools sized by the largest batch, not by the data) are not
   /// counted.

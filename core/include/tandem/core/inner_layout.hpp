@@ -141,23 +141,52 @@ struct inner_layout_view {
 /// `buckets == 0` (one leaf, or leaves too unevenly spread over the keys:
 /// more than an eighth of them in intervals of over `narrow` leaves) means
 /// no table: descend instead. The GPU does not use it.
+///
+/// `leaf_of` reads one `radix_bucket` an interval instead: the ids of the
+/// (up to three) candidate leaves and the low keys between them, so that a
+/// lookup that wants the leaf, not its ordinal, reads one line of the table
+/// where `first`, the low keys and the leaf ids took three.
+struct alignas(32) radix_bucket {
+  /// Low keys of the second and third candidates; where the interval has
+  /// fewer, repeated (the count of bounds <= key then skips the repeat).
+  key_type bounds[2];
+  /// The candidates' leaf ids, the last repeated where there are fewer.
+  leaf_id ids[3];
+  /// Nonzero: the interval holds more than three candidates (use `find`).
+  std::uint32_t wide;
+};
+static_assert(sizeof(radix_bucket) == 32, "two buckets a cache line");
+
 struct leaf_radix_view {
   /// Widest range a lookup walks key by key (wider ones are bisected).
   static constexpr std::uint32_t narrow = 8;
 
-  const std::uint32_t* first = nullptr;  ///< buckets + 1 entries
-  const key_type* low_keys = nullptr;    ///< leaf_count entries
+  const std::uint32_t* first = nullptr;        ///< buckets + 1 entries
+  const key_type* low_keys = nullptr;          ///< leaf_count entries
+  const radix_bucket* bucket_table = nullptr;  ///< buckets entries
+  const leaf_id* ids = nullptr;                ///< leaf_count entries: the layout's leaf ids
   key_type base = 0;
   std::uint64_t buckets = 0;
   int shift = 0;
   std::uint32_t leaf_count = 0;
 
-  /// @return where `key`'s entry of `first` lies (for a prefetch), or null
-  ///         when the key's owner is known without it.
-  [[nodiscard]] const std::uint32_t* entry_of(key_type key) const noexcept {
+  /// @return where `key`'s bucket lies (for a prefetch), or null when the
+  ///         key lies outside the intervals (its owner is the first or the
+  ///         last leaf).
+  [[nodiscard]] const radix_bucket* bucket_of(key_type key) const noexcept {
     if (key < base) return nullptr;
     const std::uint64_t t = (key - base) >> shift;
-    return t < buckets ? first + t : nullptr;
+    return t < buckets ? bucket_table + t : nullptr;
+  }
+  /// @return the id of the leaf that owns `key`: from its bucket alone, or,
+  ///         for a key outside the intervals or in a wide one, ids[find(key)].
+  [[nodiscard]] leaf_id leaf_of(key_type key) const noexcept {
+    const radix_bucket* e = bucket_of(key);
+    if (e != nullptr && e->wide == 0) {
+      // Without branches: which candidate owns the key is not predictable.
+      return e->ids[static_cast<unsigned>(e->bounds[0] <= key) + static_cast<unsigned>(e->bounds[1] <= key)];
+    }
+    return ids[find(key)];
   }
   /// The ordinals [lo, hi] among which `key`'s owner lies.
   void range(key_type key, std::uint32_t& lo, std::uint32_t& hi) const noexcept {
@@ -398,7 +427,8 @@ class inner_layout {
 
   /// @return the radix shortcut over this layout's leaf table (host only;
   ///         `buckets == 0` when it has none), built with the layout: at
-  ///         most 2^21 intervals (8 MiB) and the low keys (8 bytes a leaf).
+  ///         most 2^21 intervals (4 bytes each in `first` and 32 in the
+  ///         bucket table: 72 MiB) and the low keys (8 bytes a leaf).
   [[nodiscard]] leaf_radix_view radix() const noexcept;
 
   /// @return the leaf ordinal that owns `key` (host convenience for descend()).
@@ -423,17 +453,19 @@ class inner_layout {
   // Checks everything and returns the recovered low keys.
   std::vector<key_type> check() const;
   // Fills the radix_ members from the leaf table, unless it is too uneven.
-  void build_radix(const key_type* low_keys, std::size_t leaves);
+  void build_radix(const key_type* low_keys, const leaf_id* ids, std::size_t leaves);
 
   int fanout_ = 0;
   key_region_type key_region_;
   std::vector<std::uint32_t> child_prefix_;
   std::vector<leaf_id> leaf_ids_;
   std::vector<std::uint32_t> level_start_;
-  // The radix shortcut (radix()): the leaf table's low keys and buckets + 1
-  // first ordinals; both empty when the layout has none.
+  // The radix shortcut (radix()): the leaf table's low keys, buckets + 1
+  // first ordinals and buckets radix_buckets; all empty when the layout has
+  // none.
   std::vector<key_type> radix_low_;
   std::vector<std::uint32_t> radix_first_;
+  std::vector<radix_bucket> radix_buckets_;
   key_type radix_base_ = 0;
   int radix_shift_ = 0;
 };

@@ -429,7 +429,12 @@ class basic_bpa {
   /// block `b` in either direction: reads header lines near `b` only.
   [[nodiscard]] std::size_t seek_block(key_type key, std::size_t b) const noexcept {
     if constexpr (num_blocks > 1) {
-      b = std::min<std::size_t>(b, std::max<std::size_t>(block_count_, 1) - 1);
+      const std::size_t last = std::max<std::size_t>(block_count_, 1) - 1;
+      b = std::min(b, last);
+      // One block either way without branches (the guess is off by one
+      // about as often as not), then walk where it was off by more.
+      b -= static_cast<std::size_t>((b > 0) & (header_[b] > key));
+      b += static_cast<std::size_t>((b < last) & (header_[std::min(b + 1, last)] <= key));
       while (b > 0 && header_[b] > key) --b;
       return advance(b, key);
     } else {
