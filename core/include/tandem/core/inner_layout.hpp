@@ -130,6 +130,20 @@ struct inner_layout_view {
   int height = 0;
 };
 
+/// One interval of the radix table (`leaf_radix_view::leaf_of`): the ids of
+/// the leaves that may own its keys (up to three) and the low keys between
+/// them, so that the owner's id is one read of 32 bytes.
+struct alignas(32) radix_bucket {
+  /// Low keys of the second and third candidates; where the interval has
+  /// fewer, repeated (the count of bounds <= key then skips the repeat).
+  key_type bounds[2];
+  /// The candidates' leaf ids, the last repeated where there are fewer.
+  leaf_id ids[3];
+  /// Nonzero: the interval holds more than three candidates (use `find`).
+  std::uint32_t wide;
+};
+static_assert(sizeof(radix_bucket) == 32, "two buckets a cache line");
+
 /// Host-side shortcut past the inner levels (`inner_layout::radix`). The key
 /// space from `base` (the second leaf's low key) up to the last leaf's low
 /// key is cut into `buckets` intervals of 2^shift keys; `first[t]` is the
@@ -142,21 +156,10 @@ struct inner_layout_view {
 /// more than an eighth of them in intervals of over `narrow` leaves) means
 /// no table: descend instead. The GPU does not use it.
 ///
-/// `leaf_of` reads one `radix_bucket` an interval instead: the ids of the
+/// `leaf_of` reads the key's interval's `radix_bucket` instead: the ids of the
 /// (up to three) candidate leaves and the low keys between them, so that a
 /// lookup that wants the leaf, not its ordinal, reads one line of the table
 /// where `first`, the low keys and the leaf ids took three.
-struct alignas(32) radix_bucket {
-  /// Low keys of the second and third candidates; where the interval has
-  /// fewer, repeated (the count of bounds <= key then skips the repeat).
-  key_type bounds[2];
-  /// The candidates' leaf ids, the last repeated where there are fewer.
-  leaf_id ids[3];
-  /// Nonzero: the interval holds more than three candidates (use `find`).
-  std::uint32_t wide;
-};
-static_assert(sizeof(radix_bucket) == 32, "two buckets a cache line");
-
 struct leaf_radix_view {
   /// Widest range a lookup walks key by key (wider ones are bisected).
   static constexpr std::uint32_t narrow = 8;
