@@ -228,7 +228,7 @@ void index::impl::get_directly(prepared& p) {
     host::leaf_line_count lines;
     for (std::size_t i = (begin + every - 1) / every * every; i < end; i += every) {
       const key_type key = keys[i];
-      const host::leaf& f = store[store.walk_right(ids[by_radix ? rx.find(key) : p.version->find(key)], key)];
+      const host::leaf& f = store[store.walk_right(by_radix ? rx.leaf_of(key) : ids[p.version->find(key)], key)];
       lines += {1, f.data.lookup_lines(&key, 1, f.data.start_route(key, f.low, f.high)).read};
     }
     return lines;

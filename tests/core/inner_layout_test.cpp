@@ -173,7 +173,7 @@ TEST_P(InnerLayoutTest, RadixTableFindsTheOwner) {
   const inner_layout with_some = build(some, fanout());
   ASSERT_NE(with_some.radix().buckets, 0u);
   {
-    // Buckets of every width: 1, 2 and 3 candidates read alone, wider ones
+    // Buckets of every width: 1, 2 and 3 candidates read alone, 4 and more
     // through find (leaf_of is checked on every key by check_table).
     const leaf_radix_view rx = with_some.radix();
     std::size_t by_width[5] = {};
