@@ -180,22 +180,22 @@ void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_
     prefetch_leaf(g + prefetch_distance);
     leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
     const leaf_store::leaf_type* l = &store[id];
-    std::size_t block = 0;  // of the last key guessed in this leaf
     for (std::uint32_t i = gb[g], e = gb[g + 1]; i < e; ++i) {
       if (keys[i] > l->high) {
         id = store.walk_right(id, keys[i]);
         l = &store[id];
-        block = 0;
       }
       if (i - read == get_distance) answer(read++);
-      ring[i % get_ring] = {&l->data, l->data.start_get(keys[i], block)};
+      ring[i % get_ring] = {&l->data, l->data.start_get(keys[i])};
     }
   }
   for (; read < gb[g_end]; ++read) answer(read);
 }
 
 /// Adds the leaf lines that the point ops of group `g` moved (bpa::lookup_lines)
-/// to `count`, on the leaves as they are now.
+/// to `count`, on the leaves as they are now. (The header lines are counted
+/// as a walk from block 0 finds them; stream_gets bisects the header
+/// instead, which for a group's several keys reads the same lines.)
 void count_group_lines(const leaf_store& store, const leaf_phase_input& in, std::size_t g, leaf_line_count& count) {
   const routed_batch_view& rt = *in.routes;
   const auto* types = reinterpret_cast<const op_type*>(rt.types);
@@ -415,7 +415,11 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
               if (reads_only) {
                 id = store.walk_right(id, keys[i]);
                 const auto& l = store[id];
-                while (j < e && keys[j] <= l.high && (in.gets_only || types[j] == op_type::get)) ++j;
+                if (in.gets_only && keys[e - 1] <= l.high) {
+                  j = e;  // the whole group: no key to look at
+                } else {
+                  while (j < e && keys[j] <= l.high && (in.gets_only || types[j] == op_type::get)) ++j;
+                }
                 l.data.get_sorted(keys + i, j - i, out.values + i, out.found + i);
               } else {
                 while (j < e && is_point(types[j])) ++j;

@@ -235,7 +235,9 @@ TYPED_TEST(BpaTest, GetSortedMatchesModelSortedOrNot) {
 // The stepped lookup of the direct get path (start_route, start_get_near,
 // locate, value_of) finds what get finds from any guessed block: the one
 // start_route guesses from any fences (around the key or not) and every
-// block, so the seek runs both ways.
+// block, so the seek runs both ways. So does the leaf phase's (start_get,
+// whose header bisection must pick the block get picks: a key equal to a
+// block's bound, one past it, 0 and UINT64_MAX are all probed).
 TYPED_TEST(BpaTest, SteppedLookupsFromAnyGuessedBlock) {
   using B = TypeParam;
   for (const test::key_pattern pattern : {test::key_pattern::uniform, test::key_pattern::clustered}) {
@@ -271,6 +273,9 @@ TYPED_TEST(BpaTest, SteppedLookupsFromAnyGuessedBlock) {
         };
         for (const auto& [f_lo, f_hi] : fences) check(b->start_route(probe, f_lo, f_hi), "start_route");
         for (std::size_t block = 0; block < b->block_count(); ++block) check(block, "every block");
+        const auto s = b->locate(b->start_get(probe), probe);
+        ASSERT_EQ(s.found(), it != model.end()) << "start_get probe " << probe;
+        ASSERT_EQ(b->value_of(s), it != model.end() ? it->second : 0) << "start_get probe " << probe;
       }
     }
   }

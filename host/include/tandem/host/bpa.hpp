@@ -208,17 +208,15 @@ class basic_bpa {
   }
 
   /// @brief A lookup in two halves, so that the cache misses of lookups in
-  ///        many BPAs overlap: `start_get` picks the key's block and lookup
-  ///        window from the header and prefetches its lines (two, or three
-  ///        for a block's last window that does not start on a line);
-  ///        `finish_get`, on the unchanged BPA, compares them (then the log)
-  ///        and writes the value and found flag as `get_sorted` does. For
-  ///        keys visited in ascending order: `b` is the block of the
-  ///        previous key (0 for the first), and becomes this key's.
-  [[nodiscard]] slot start_get(key_type key, std::size_t& b) const noexcept {
-    slot g;
-    b = guess_chunk(&key, 1, 1, b, &g);
-    return g;
+  ///        many BPAs overlap: `start_get` picks the key's block (a
+  ///        branch-free bisection of the header, `route_bisect`) and lookup
+  ///        window and prefetches its lines (two, or three for a block's
+  ///        last window that does not start on a line); `finish_get`, on the
+  ///        unchanged BPA, compares them (then the log) and writes the value
+  ///        and found flag as `get_sorted` does.
+  [[nodiscard]] slot start_get(key_type key) const noexcept {
+    const std::size_t b = route_bisect(key);
+    return guess_in_block(b, interpolation(b), key);
   }
   /// @brief A lookup's first step for a caller that holds one key of this
   ///        BPA and keeps many lookups in flight: reads the counts only
@@ -240,9 +238,8 @@ class basic_bpa {
   /// `start_get` from the block `start_route` guessed: the block that
   /// holds `key` is sought from `b` in either direction.
   [[nodiscard]] slot start_get_near(key_type key, std::size_t b) const noexcept {
-    slot g;
-    guess_chunk(&key, 1, 1, seek_block(key, b), &g);
-    return g;
+    b = seek_block(key, b);
+    return guess_in_block(b, interpolation(b), key);
   }
   /// @brief An ordered read's first step for a caller that keeps many reads
   ///        in flight, as `start_get_near` is a lookup's: from the block `b`
@@ -259,8 +256,14 @@ class basic_bpa {
   static constexpr std::size_t scan_prefetch_entries = 128;
 
   void finish_get(slot guess, key_type key, value_type* value, std::uint8_t* found) const noexcept {
-    const slot t = locate(guess, key);
-    *value = t.found() ? *value_at(t) : 0;
+    const slot s = find_from_guess(guess, key);
+    if (TANDEM_LIKELY(s.found())) {
+      *value = blocks_[s.block][s.index].value;
+      *found = 1;
+      return;
+    }
+    const slot t = find_in_log(key);
+    *value = t.found() ? log_values_[t.index] : 0;
     *found = t.found();
   }
 
@@ -425,6 +428,26 @@ class basic_bpa {
     return std::min<std::size_t>(c, block_count_ - 1u);
   }
 
+  /// route(key) by a bisection of the header (padded with max_key past
+  /// the blocks in use): log2(num_blocks) compares and no loop exit to
+  /// mispredict, for a key that may lie in any block.
+  [[nodiscard]] std::size_t route_bisect(key_type key) const noexcept {
+    std::size_t b = 0;
+    if constexpr ((num_blocks & (num_blocks - 1)) == 0) {  // a fixed number of steps, unrolled
+      // (arithmetic, not a select: a compiler may turn a select into a branch)
+      for (std::size_t half = num_blocks / 2; half > 0; half /= 2) {
+        b += half & (std::size_t{0} - static_cast<std::size_t>(header_[b + half] <= key));
+      }
+    } else {
+      for (std::size_t left = num_blocks; left > 1;) {
+        const std::size_t half = left / 2;
+        b = header_[b + half] <= key ? b + half : b;
+        left -= half;
+      }
+    }
+    return std::min<std::size_t>(b, block_count_ - 1u);
+  }
+
   /// The block that holds (or would hold) `key`, route(key), sought from
   /// block `b` in either direction: reads header lines near `b` only.
   [[nodiscard]] std::size_t seek_block(key_type key, std::size_t b) const noexcept {
@@ -520,6 +543,23 @@ class basic_bpa {
   std::size_t guess_chunk(const key_type* keys, std::size_t stride, std::size_t m, std::size_t b,
                           slot* out) const noexcept;
 
+  /// One key of `guess_chunk`, in its block `b` (`ip`: interpolation(b),
+  /// read only when the block is sorted).
+  [[nodiscard]] slot guess_in_block(std::size_t b, const block_interpolation& ip, key_type key) const noexcept {
+    if (sorted_mask_ >> b & 1) {
+      const std::size_t at = window_start(b, ip, key);
+      // The window's lines: two, or three where the block's last window
+      // does not start on a line.
+      const entry* w = blocks_[b] + at;
+      TANDEM_PREFETCH(w);
+      if constexpr (lookup_window > per_line) TANDEM_PREFETCH(w + per_line);
+      TANDEM_PREFETCH(w + lookup_window - 1);
+      return {static_cast<int>(b), static_cast<int>(at)};
+    }
+    for (std::size_t j = 0; j < block_size_[b]; j += per_line) TANDEM_PREFETCH(&blocks_[b][j]);
+    return {static_cast<int>(b), 0};
+  }
+
   /// Index of the last of n sorted entries whose key is <= key (0 when
   /// none is): a branch-free bisection.
   [[nodiscard]] static std::size_t last_not_above(const entry* es, std::size_t n, key_type key) noexcept {
@@ -537,7 +577,7 @@ class basic_bpa {
   /// after a removal is still a window of the block) without branches, and
   /// bisects the block when the key lies outside it; an unsorted block is
   /// scanned.
-  [[nodiscard]] slot find_from_guess(slot g, key_type key) const noexcept;
+  [[nodiscard]] [[gnu::always_inline]] inline slot find_from_guess(slot g, key_type key) const noexcept;
 
   [[nodiscard]] slot find_in_log(key_type key) const noexcept {
     for (std::size_t i = 0; i < log_size_; ++i) {

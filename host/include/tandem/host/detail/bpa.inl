@@ -346,23 +346,11 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::guess_chunk(const key_type
   for (std::size_t i = 0; i < m; ++i) {
     const key_type key = keys[i * stride];
     b = advance(b, key);
-    if (sorted_mask_ >> b & 1) {
-      if (b != ip_block) {
-        ip = interpolation(b);
-        ip_block = b;
-      }
-      const std::size_t at = window_start(b, ip, key);
-      // The window's lines: two, or three where the block's last window
-      // does not start on a line.
-      const entry* w = blocks_[b] + at;
-      TANDEM_PREFETCH(w);
-      if constexpr (lookup_window > per_line) TANDEM_PREFETCH(w + per_line);
-      TANDEM_PREFETCH(w + lookup_window - 1);
-      out[i] = {static_cast<int>(b), static_cast<int>(at)};
-    } else {
-      for (std::size_t j = 0; j < block_size_[b]; j += per_line) TANDEM_PREFETCH(&blocks_[b][j]);
-      out[i] = {static_cast<int>(b), 0};
+    if (b != ip_block && (sorted_mask_ >> b & 1)) {
+      ip = interpolation(b);
+      ip_block = b;
     }
+    out[i] = guess_in_block(b, ip, key);
   }
   return b;
 }
