@@ -194,8 +194,8 @@ void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_
 
 /// Adds the leaf lines that the point ops of group `g` moved (bpa::lookup_lines)
 /// to `count`, on the leaves as they are now. (The header lines are counted
-/// as a walk from block 0 finds them; stream_gets bisects the header
-/// instead, which for a group's several keys reads the same lines.)
+/// as a walk from block 0 reads them; stream_gets bisects the header
+/// instead, which for a group of several keys reads about as many.)
 void count_group_lines(const leaf_store& store, const leaf_phase_input& in, std::size_t g, leaf_line_count& count) {
   const routed_batch_view& rt = *in.routes;
   const auto* types = reinterpret_cast<const op_type*>(rt.types);
