@@ -498,14 +498,22 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& ru
       const bool adds = !s.found() && (kind == op_kind::put || kind == op_kind::insert);
       if (adds && size_ == capacity) return c + i;
       run.answer(c + i, s.found(), s.found() ? *value_at(s) : 0);
+      // A put of a present key stores its value without a branch (gets and
+      // puts mix unpredictably): every other op stores it into `sink`, so
+      // that a get leaves its line clean. (A key not found has slot {-1, -1}:
+      // its index clamped, the address is the log's first value's.)
+      value_type sink;
+      const auto to_value = reinterpret_cast<std::uintptr_t>(value_at({s.block, std::max(s.index, 0)}));
+      const std::uintptr_t replaces =
+          std::uintptr_t{0} - static_cast<std::uintptr_t>(s.found() & (kind == op_kind::put));
+      *reinterpret_cast<value_type*>((to_value & replaces) | (reinterpret_cast<std::uintptr_t>(&sink) & ~replaces)) =
+          run.value(c + i);
       if (adds) {
         if (log_size_ == log_capacity) {  // the flush moves keys and block bounds
           for (std::size_t j = i + 1; j < m; ++j) guesses[j].block = -1;
           b = 0;
         }
         append_to_log(key, run.value(c + i));
-      } else if (s.found() && kind == op_kind::put) {
-        *value_at(s) = run.value(c + i);
       } else if (s.found() && kind == op_kind::erase) {
         erased = erased || s.block >= 0;
         erase_at(s);
