@@ -497,13 +497,15 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& ru
       if (!s.found()) s = find_in_log(key);
       const bool adds = !s.found() && (kind == op_kind::put || kind == op_kind::insert);
       if (adds && size_ == capacity) return c + i;
-      run.answer(c + i, s.found(), s.found() ? *value_at(s) : 0);
+      // The key's value slot, for the answer and a put (a key not found has
+      // slot {-1, -1}: its index clamped, the log's first value's).
+      value_type* const value = value_at({s.block, std::max(s.index, 0)});
+      run.answer(c + i, s.found(), s.found() ? *value : 0);
       // A put of a present key stores its value without a branch (gets and
       // puts mix unpredictably): every other op stores it into `sink`, so
-      // that a get leaves its line clean. (A key not found has slot {-1, -1}:
-      // its index clamped, the address is the log's first value's.)
+      // that a get leaves its line clean.
       value_type sink;
-      const auto to_value = reinterpret_cast<std::uintptr_t>(value_at({s.block, std::max(s.index, 0)}));
+      const auto to_value = reinterpret_cast<std::uintptr_t>(value);
       const std::uintptr_t replaces =
           std::uintptr_t{0} - static_cast<std::uintptr_t>(s.found() & (kind == op_kind::put));
       *reinterpret_cast<value_type*>((to_value & replaces) | (reinterpret_cast<std::uintptr_t>(&sink) & ~replaces)) =
