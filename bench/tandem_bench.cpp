@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
   cfg.leaf_fill = opt.leaf_fill;
   cfg.gpu_order = to_gpu_order(opt.gpu_order);
   cfg.gpu_scatter = opt.gpu_scatter == "on";
+  cfg.caller_runs = opt.caller_runs == "on";
   cfg.max_gpu_route_keys = static_cast<std::size_t>(*parse_count(opt.gpu_route_keys));
   if (opt.small_batch != "auto") cfg.small_batch_ops = static_cast<std::size_t>(*parse_count(opt.small_batch));
   if (opt.direct_gets != "auto") cfg.direct_get_ops = static_cast<std::size_t>(*parse_count(opt.direct_gets));

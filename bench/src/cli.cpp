@@ -248,6 +248,13 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(CLI::IsMember({"on", "off"}))
       ->type_name("on|off")
       ->capture_default_str();
+  app.add_option("--caller-runs", opt.caller_runs,
+                 "tandem::config.caller_runs: on, a batch of at most --small-batch gets submitted for a future while "
+                 "the index is idle is answered on the submitting thread; off, every batch goes through the "
+                 "dispatcher")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->type_name("on|off")
+      ->capture_default_str();
   app.add_option("--leaf-fill", opt.leaf_fill, "tandem::config.leaf_fill, in (0, 1]")
       ->type_name("X")
       ->capture_default_str();

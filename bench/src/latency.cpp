@@ -142,6 +142,8 @@ std::vector<json> run_latency_sweep(tandem::index& idx, baseline* absl, const da
         built[c].resize(batches_per_client);
         for (std::size_t i = 0; i < batches_per_client; ++i) build_batch(ops[c][i], built[c][i]);
       }
+      // Batches of the point answered on the client's own thread (config.caller_runs).
+      std::uint64_t caller = 0, batches = 0;
       auto report = [&](const std::string& system, const point_figures& f) {
         json j;
         j["system"] = system;
@@ -158,16 +160,28 @@ std::vector<json> run_latency_sweep(tandem::index& idx, baseline* absl, const da
         j["ops_per_s"] = f.seconds > 0 ? static_cast<double>(f.ops) / f.seconds : 0.0;
         j["device_used"] = idx.stats().device;
         j["wait"] = system == "tandem" ? opt.latency_wait : "answers on the client thread";
-        std::printf("%-8s %7zu %7zu %9zu %10.1f %10.1f %10.1f %10.1f %10.2f\n", system.c_str(), k, b,
+        std::string on_caller;
+        if (system == "tandem") {
+          j["batches_on_caller"] = caller;
+          if (batches != 0) on_caller = "  (" + std::to_string(100 * caller / batches) + "% answered on the caller)";
+        }
+        std::printf("%-8s %7zu %7zu %9zu %10.1f %10.1f %10.1f %10.1f %10.2f%s\n", system.c_str(), k, b,
                     f.samples.size(), j["p50_us"].get<double>(), j["p99_us"].get<double>(),
-                    j["p999_us"].get<double>(), j["max_us"].get<double>(), j["ops_per_s"].get<double>() / 1e6);
+                    j["p999_us"].get<double>(), j["max_us"].get<double>(), j["ops_per_s"].get<double>() / 1e6,
+                    on_caller.c_str());
         std::fflush(stdout);
         rows.push_back(std::move(j));
       };
       std::vector<tandem::batch> next(k);  // each client's batch about to go
       auto prepare = [&](std::size_t c, std::size_t i) { next[c] = built[c][i % batches_per_client]; };
+      const tandem::stats before = idx.stats();
+      const auto count_point = [&] {
+        const tandem::stats after = idx.stats();
+        caller = after.caller_batches - before.caller_batches;
+        batches = after.batches - before.batches;
+      };
       if (spin) {  // the callback form, the client spinning on a flag the callback sets
-        report("tandem", closed_loop(k, seconds, prepare, [&](std::size_t c, std::size_t) {
+        const point_figures f = closed_loop(k, seconds, prepare, [&](std::size_t c, std::size_t) {
                  std::atomic<bool> done{false};
                  std::size_t answered = 0;
                  idx.submit(std::move(next[c]), [&](tandem::batch_result r, std::exception_ptr e) {
@@ -177,11 +191,15 @@ std::vector<json> run_latency_sweep(tandem::index& idx, baseline* absl, const da
                  while (!done.load(std::memory_order_acquire)) {
                  }
                  return answered;
-               }));
-      } else {  // the future form: get() sleeps until the answer
-        report("tandem", closed_loop(k, seconds, prepare, [&](std::size_t c, std::size_t) {
+               });
+        count_point();
+        report("tandem", f);
+      } else {  // the future form: get() sleeps until the answer (or is ready at once: config.caller_runs)
+        const point_figures f = closed_loop(k, seconds, prepare, [&](std::size_t c, std::size_t) {
                  return idx.submit(std::move(next[c])).get().size();
-               }));
+               });
+        count_point();
+        report("tandem", f);
       }
       if (absl != nullptr) {
         report(absl->name(), closed_loop(

@@ -13,7 +13,10 @@
 // Finishing a batch fulfils its future or runs its callback on the
 // dispatcher thread; the futures of a folded job whose batches have no
 // callback are fulfilled in parallel on the arena's threads (each wakes a
-// client) while the dispatcher goes on to the next batch.
+// client) while the dispatcher goes on to the next batch. While the
+// dispatcher has nothing to do, a submitting thread may take its baton and
+// answer a small batch of gets itself (config.caller_runs): no hand-over,
+// no wake-up either way.
 #include "index_impl.hpp"
 
 #include <tandem/device/device_query.hpp>
@@ -115,6 +118,7 @@ void index::impl::enqueue(std::unique_ptr<job> j) {
                                             : "tandem::index: load or verify after the index's destruction began");
   }
   j->submitted = clock_type::now();
+  if (run_on_caller(j)) return;
   queued_.fetch_add(1, std::memory_order_acq_rel);
   if (!queue_.push(j.get())) {  // fails only when a queue node cannot be allocated
     queued_.fetch_sub(1, std::memory_order_acq_rel);
@@ -157,20 +161,88 @@ bool index::impl::inject_gpu_fault(device::stage s, int count) {
   return true;
 }
 
+bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
+  if (!cfg_.caller_runs || cfg_.verify_each_batch || j->type != job::kind::batch || j->done) return false;
+  const std::size_t n = j->ops.size();
+  if (n == 0 || n > cfg_.small_batch_ops || n > cfg_.direct_get_ops || !j->ops.scans().empty()) return false;
+  const op_type* types = j->ops.types();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (types[i] != op_type::get) return false;
+  }
+  if (queued_.load(std::memory_order_acquire) != 0) return false;
+  bool free = true;
+  if (!idle_.compare_exchange_strong(free, false, std::memory_order_acq_rel)) return false;
+  // A batch queued before the baton was taken runs first: this one queues
+  // behind it.
+  if (queued_.load(std::memory_order_acquire) != 0) {
+    idle_.store(true, std::memory_order_release);
+    return false;
+  }
+  // Its place in queue order; then it runs as a reader (a batch that may
+  // write waits for it), so the baton is free again at once: a caller that
+  // loses its core meanwhile holds up no other batch of gets.
+  const std::uint64_t sequence = sequence_++;
+  readers_running_.fetch_add(1, std::memory_order_acq_rel);
+  caller_runs_.fetch_add(1, std::memory_order_relaxed);
+  idle_.store(true, std::memory_order_release);
+  prepared p;
+  p.reset(j.release(), nullptr);
+  p.sequence = sequence;
+  p.on_caller = true;
+  p.direct = true;
+  p.gets_only = true;
+  try {
+    // Every stage on this thread, no arena: n <= small_batch_ops gets need
+    // no check (validate's) and fit one step of get_directly.
+    p.version = layout_snapshot();
+    p.columns = answers_->take(n);
+    std::fill(p.columns->status, p.columns->status + n, op_status::ok);
+    p.info.ops_by_type[static_cast<std::size_t>(op_type::get)] = n;
+    p.bytes.validate = n * (sizeof(op_type) + sizeof(op_status));
+    get_directly(p);
+  } catch (...) {
+    p.failure = std::current_exception();
+  }
+  deliver(p);
+  readers_running_.fetch_sub(1, std::memory_order_acq_rel);
+  return true;
+}
+
+job* index::impl::pop_with_baton() {
+  if (queued_.load(std::memory_order_acquire) == 0) return nullptr;
+  bool free = true;
+  if (!idle_.compare_exchange_strong(free, false, std::memory_order_acq_rel)) return nullptr;  // a caller runs one
+  if (job* j = try_pop()) return j;
+  idle_.store(true, std::memory_order_release);
+  return nullptr;
+}
+
 job* index::impl::pop_or_wait() {
+  // Nothing queued, held or in flight: the baton is free until a job comes
+  // (run_on_caller).
+  idle_.store(true, std::memory_order_release);
   // A brief spin first: a client answered a moment ago often submits again
   // within microseconds, and a blocked dispatcher costs a wake-up (tens of
   // microseconds where the core has gone idle).
-  const auto spin_until = clock_type::now() + std::chrono::microseconds(cfg_.dispatcher_spin_us);
+  // Callers answering their own batches keep it spinning: while they come,
+  // a batch that finds the baton taken queues, and waits for no wake-up.
+  const auto spin = std::chrono::microseconds(cfg_.dispatcher_spin_us);
+  auto spin_until = clock_type::now() + spin;
+  std::uint64_t callers_seen = caller_runs_.load(std::memory_order_relaxed);
   do {
-    if (job* j = try_pop()) return j;
+    if (job* j = pop_with_baton()) return j;
     std::this_thread::yield();
+    const std::uint64_t callers = caller_runs_.load(std::memory_order_relaxed);
+    if (callers != callers_seen) {
+      callers_seen = callers;
+      spin_until = clock_type::now() + spin;
+    }
   } while (clock_type::now() < spin_until);
   for (;;) {
-    job* j = nullptr;
-    if (queue_.pop(j)) {
-      queued_.fetch_sub(1, std::memory_order_acq_rel);
-      return j;
+    if (job* j = pop_with_baton()) return j;
+    if (queued_.load(std::memory_order_acquire) != 0) {  // a caller holds the baton for an instant
+      std::this_thread::yield();
+      continue;
     }
     std::unique_lock<std::mutex> lock(mutex_);
     if (stopping_ && queued_.load(std::memory_order_acquire) == 0) return nullptr;

@@ -165,6 +165,7 @@ struct prepared {
   routed_batch_view routes;
   bool gets_only = false;
   bool direct = false;  // gets answered directly, not routed (config.direct_get_ops)
+  bool on_caller = false;  // run on the submitting thread (config.caller_runs)
   stage_times times;
   stage_bytes bytes;
   host::leaf_line_count lines;  // sampled point ops and their leaf lines (stats::leaf_lines)
@@ -187,6 +188,7 @@ struct prepared {
     routes = {};
     gets_only = false;
     direct = false;
+    on_caller = false;
     times = {};
     bytes = {};
     lines = {};
@@ -220,6 +222,13 @@ class index::impl {
   // dispatcher.cpp
   job* pop_or_wait();
   job* try_pop();
+  /// The dispatcher takes the baton back (idle_) and pops a job, or gives
+  /// the baton up again when the queue is empty.
+  job* pop_with_baton();
+  /// config.caller_runs: answers `j` on this thread, as a reader, when it
+  /// is a small batch of gets and the baton is free with nothing queued.
+  /// @return whether it ran (and `j` is gone).
+  bool run_on_caller(std::unique_ptr<job>& j);
   void dispatch();
   void run(job* j);
   prepared* take_slot(job* j);
@@ -451,6 +460,15 @@ class index::impl {
 
   boost::lockfree::queue<job*> queue_;
   std::atomic<std::size_t> queued_{0};
+  /// The baton: whoever holds it takes up the next batch. The dispatcher
+  /// holds it from the job it pops until it waits again with nothing
+  /// queued, held or in flight (readers may still run: they only read);
+  /// then it is free (true), and a submitting thread may take it for an
+  /// instant to give a small batch of gets the next sequence number and
+  /// answer it as a reader (run_on_caller). The dispatcher takes it back
+  /// before it pops, so batches are taken up in queue order either way.
+  std::atomic<bool> idle_{false};
+  std::atomic<std::uint64_t> caller_runs_{0};  // batches answered on their callers so far
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -33,6 +33,7 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
     for (std::size_t type = 0; type < op_type_count; ++type) stats_.ops_by_type[type] += r.ops_by_type[type];
     if (!failed && n != 0) {
       (p->direct ? stats_.direct_batches : p->gpu_scatter ? stats_.gpu_scatters : stats_.host_scatters) += 1;
+      stats_.caller_batches += p->on_caller;
     }
     stats_.splits += splits;
     stats_.total += p->times;

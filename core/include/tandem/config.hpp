@@ -64,6 +64,16 @@ struct config {
   /// dispatcher takes up the batches behind them; a batch that writes waits
   /// for them. 0: never.
   std::size_t direct_get_ops = std::size_t{1} << 16;
+  /// Caller runs: a batch of at most small_batch_ops ops, all gets (and at
+  /// most direct_get_ops), submitted for a future (`submit(b)`, `execute`)
+  /// while the index has no batch queued or running, is answered on the
+  /// submitting thread before `submit` returns, its future already ready:
+  /// no thread is woken on the way in or out. It takes its place in queue
+  /// order like any batch (its sequence number is the next one; batches
+  /// submitted after it see it done). Batches with a callback, writes or
+  /// scans, and batches submitted while others wait go through the queue.
+  /// false: every batch goes through the queue and the dispatcher thread.
+  bool caller_runs = true;
   /// Group commit: batches found waiting in the queue together are run as
   /// one batch of at most this many ops (each still takes effect in queue
   /// order, sees the writes of the ones before it, gets its own answers and
@@ -81,8 +91,9 @@ struct config {
   /// batch). 0: batches with scans are not folded.
   std::size_t group_commit_output_bytes = std::size_t{1} << 24;
   /// Microseconds the dispatcher keeps looking for the next batch before it
-  /// sleeps: a batch submitted within it starts without a wake-up. 0: sleep
-  /// at once.
+  /// sleeps (counted again from each batch answered on its caller,
+  /// caller_runs): a batch submitted within it starts without a wake-up. 0:
+  /// sleep at once.
   unsigned dispatcher_spin_us = 50;
   /// Share of each batch's keys routed on the GPU, in [0, 1]; a negative
   /// value means automatic (see index::set_gpu_share).

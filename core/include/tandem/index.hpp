@@ -28,8 +28,11 @@
 /// complete before an earlier batch's future, which has taken effect all
 /// the same.
 ///
-/// What waits: `submit` never waits for the batch to run; `execute`, `load`
-/// and `verify` wait. A callback runs on the index's dispatcher thread: it
+/// What waits: `submit` never waits for other batches; `execute`, `load`
+/// and `verify` wait. A small batch of gets submitted for a future while
+/// the index has nothing queued or running is answered on the submitting
+/// thread before `submit` returns (config.caller_runs): a few microseconds,
+/// with no thread woken on the way. A callback runs on the index's dispatcher thread: it
 /// may `submit` to the same index (the batch runs after the current one),
 /// but `execute`, `load` and `verify` there throw tandem::error, since they
 /// would wait for the callback itself, and waiting there on a future of the
@@ -120,7 +123,9 @@ class index {
   void load(const key_type* keys, const value_type* values, std::size_t n);
   void load(const std::vector<entry>& entries);
 
-  /// @brief Queues a batch. Does not wait. The batch is taken by value:
+  /// @brief Queues a batch. Does not wait for other batches (a small batch
+  ///        of gets on an idle index is answered here: config.caller_runs,
+  ///        and the future is ready on return). The batch is taken by value:
   ///        `submit(std::move(b))` hands its columns over without a copy
   ///        (the result reuses its key column); `submit(b)` copies it.
   /// @return a future of the result; `get()` rethrows when the batch failed

@@ -141,6 +141,7 @@ struct stats {
   std::uint64_t gpu_scatters = 0;    ///< batches whose answers went back to batch order on the GPU
   std::uint64_t host_scatters = 0;   ///< ... on the host
   std::uint64_t direct_batches = 0;  ///< batches of gets answered directly (config.direct_get_ops)
+  std::uint64_t caller_batches = 0;  ///< batches answered on the submitting thread (config.caller_runs)
 
   /// Per batch: from submit until the dispatcher took it up (queue wait),
   /// and from then until its answer was handed over (execution).
