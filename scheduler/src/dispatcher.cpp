@@ -169,7 +169,14 @@ bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
   for (std::size_t i = 0; i < n; ++i) {
     if (types[i] != op_type::get) return false;
   }
-  if (queued_.load(std::memory_order_acquire) != 0) return false;
+  // Only while nothing else runs: no batch queued, no reader (another
+  // caller's, or a reader task of the workers). Beside others a caller that
+  // loses its core to them waits for it, where a client blocked on its
+  // future is woken with a sleeper's priority (the tail of 16 clients of
+  // 64 gets grew 2.4 to 11 times at p99.9 on 16 cores).
+  if (queued_.load(std::memory_order_acquire) != 0 || readers_running_.load(std::memory_order_acquire) != 0) {
+    return false;
+  }
   bool free = true;
   if (!idle_.compare_exchange_strong(free, false, std::memory_order_acq_rel)) return false;
   // A batch queued before the baton was taken runs first: this one queues

@@ -66,8 +66,9 @@ struct config {
   std::size_t direct_get_ops = std::size_t{1} << 16;
   /// Caller runs: a batch of at most small_batch_ops ops, all gets (and at
   /// most direct_get_ops), submitted for a future (`submit(b)`, `execute`)
-  /// while the index has no batch queued or running, is answered on the
-  /// submitting thread before `submit` returns, its future already ready:
+  /// while the index has no batch queued or running (nor reading), is
+  /// answered on the submitting thread before `submit` returns, its future
+  /// already ready:
   /// no thread is woken on the way in or out. It takes its place in queue
   /// order like any batch (its sequence number is the next one; batches
   /// submitted after it see it done). Batches with a callback, writes or
