@@ -501,12 +501,15 @@ class basic_bpa {
   /// slot interpolated for its key: two lines, values included.
   static constexpr std::size_t lookup_window = std::min<std::size_t>(2 * per_line, BlockSize);
 
-  /// Slots of sorted block `b` by interpolation: key k sits near
-  /// (k - low) * scale. The width is the gap to the next block's bound (for
-  /// the last block, the mean width of the others).
+  /// Slots of sorted block `b` by interpolation: key k sits near slot
+  /// (k - low) * scale / 2^64, so that a lookup's guess is one integer
+  /// multiply. scale is the block's slots per key, n / width, as a fraction
+  /// of 2^64: below 1 for a block's width, the gap to the next block's bound,
+  /// holds n distinct keys; the last block's width is the mean width of the
+  /// others, an estimate (its guesses are clamped to the block).
   struct block_interpolation {
     key_type low;
-    double scale;
+    std::uint64_t scale;
   };
   [[nodiscard]] block_interpolation interpolation(std::size_t b) const noexcept {
     const key_type low = header_[b];
@@ -516,24 +519,29 @@ class basic_bpa {
     } else if (b > 0) {
       width = (low - header_[0]) / b;
     }
-    return {low, width ? static_cast<double>(block_size_[b]) / static_cast<double>(width) : 0.0};
+    std::uint64_t scale = 0;
+    if (width != 0) {
+      const double s = static_cast<double>(block_size_[b]) / static_cast<double>(width) * 0x1p64;
+      scale = s >= 0x1p64 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(s);
+    }
+    return {low, scale};
   }
 
   /// First slot of the lookup window for `key` in sorted block `b`: the
   /// start of the line before that of the interpolated slot where the slot
   /// lies in the first half of its line, else of its line; the block's last
-  /// window where a window from there would pass the block's end.
+  /// window where a window from there would pass the block's end (a guess
+  /// past the end, of the last block, included).
   [[nodiscard]] std::size_t window_start(std::size_t b, const block_interpolation& ip, key_type key) const noexcept {
     const std::size_t n = block_size_[b];
     if (n <= lookup_window) return 0;
-    const std::size_t last = n - lookup_window;
-    const double at = key <= ip.low ? 0.0 : static_cast<double>(key - ip.low) * ip.scale;
-    const std::size_t guess = at >= static_cast<double>(n) ? n - 1 : static_cast<std::size_t>(at);
-    const std::size_t line = (guess > per_line / 2 ? guess - per_line / 2 : 0) / per_line * per_line;
-    // Without a branch: whether the slot lies in the last window is not
-    // predictable.
-    const std::size_t at_end = std::size_t{0} - static_cast<std::size_t>(line > last);
-    return (last & at_end) | (line & ~at_end);
+    __extension__ using wide = unsigned __int128;  // the high word of a 64 x 64-bit product
+    const key_type offset = key > ip.low ? key - ip.low : 0;
+    const auto guess = static_cast<std::size_t>(static_cast<wide>(offset) * ip.scale >> 64);
+    const std::size_t line = (guess - std::min<std::size_t>(guess, per_line / 2)) & ~(per_line - 1);
+    // A conditional move, not a branch: whether the slot lies in the last
+    // window is not predictable.
+    return std::min(line, n - lookup_window);
   }
 
   /// For m ascending keys (keys[i * stride]), starting at block `b`: each
