@@ -142,9 +142,10 @@ std::vector<json> run_latency_sweep(tandem::index& idx, baseline* absl, const da
         built[c].resize(batches_per_client);
         for (std::size_t i = 0; i < batches_per_client; ++i) build_batch(ops[c][i], built[c][i]);
       }
-      // Batches of the point answered on the client's own thread (config.caller_runs).
-      std::uint64_t caller = 0, batches = 0;
-      auto report = [&](const std::string& system, const point_figures& f) {
+      // `caller` of the point's `batches` were answered on the client's own
+      // thread (config.caller_runs; tandem only).
+      auto report = [&](const std::string& system, const point_figures& f, std::uint64_t caller = 0,
+                        std::uint64_t batches = 0) {
         json j;
         j["system"] = system;
         j["sweep"] = "latency";
@@ -174,32 +175,26 @@ std::vector<json> run_latency_sweep(tandem::index& idx, baseline* absl, const da
       };
       std::vector<tandem::batch> next(k);  // each client's batch about to go
       auto prepare = [&](std::size_t c, std::size_t i) { next[c] = built[c][i % batches_per_client]; };
-      const tandem::stats before = idx.stats();
-      const auto count_point = [&] {
+      auto tandem_point = [&](auto&& run) {
+        const tandem::stats before = idx.stats();
+        const point_figures f = closed_loop(k, seconds, prepare, run);
         const tandem::stats after = idx.stats();
-        caller = after.caller_batches - before.caller_batches;
-        batches = after.batches - before.batches;
+        report("tandem", f, after.caller_batches - before.caller_batches, after.batches - before.batches);
       };
       if (spin) {  // the callback form, the client spinning on a flag the callback sets
-        const point_figures f = closed_loop(k, seconds, prepare, [&](std::size_t c, std::size_t) {
-                 std::atomic<bool> done{false};
-                 std::size_t answered = 0;
-                 idx.submit(std::move(next[c]), [&](tandem::batch_result r, std::exception_ptr e) {
-                   if (!e) answered = r.size();
-                   done.store(true, std::memory_order_release);
-                 });
-                 while (!done.load(std::memory_order_acquire)) {
-                 }
-                 return answered;
-               });
-        count_point();
-        report("tandem", f);
+        tandem_point([&](std::size_t c, std::size_t) {
+          std::atomic<bool> done{false};
+          std::size_t answered = 0;
+          idx.submit(std::move(next[c]), [&](tandem::batch_result r, std::exception_ptr e) {
+            if (!e) answered = r.size();
+            done.store(true, std::memory_order_release);
+          });
+          while (!done.load(std::memory_order_acquire)) {
+          }
+          return answered;
+        });
       } else {  // the future form: get() sleeps until the answer (or is ready at once: config.caller_runs)
-        const point_figures f = closed_loop(k, seconds, prepare, [&](std::size_t c, std::size_t) {
-                 return idx.submit(std::move(next[c])).get().size();
-               });
-        count_point();
-        report("tandem", f);
+        tandem_point([&](std::size_t c, std::size_t) { return idx.submit(std::move(next[c])).get().size(); });
       }
       if (absl != nullptr) {
         report(absl->name(), closed_loop(
