@@ -36,6 +36,8 @@ static_assert(static_cast<int>(op_kind::get) == static_cast<int>(op_type::get) &
 
 /// Groups per task: enough work to amortise scheduling, few enough to balance.
 constexpr std::size_t group_grain = 16;
+/// Groups per task of the classification, which reads only a byte an op.
+constexpr std::size_t classify_grain = 512;
 /// A task starts loading a group's leaf header this many groups ahead.
 constexpr std::size_t prefetch_distance = 4;
 
@@ -46,7 +48,7 @@ constexpr std::size_t dense_gets = 32;
 /// Gets in flight per task of a gets-only batch: a get's block and lookup
 /// window are found and the window's lines prefetched (bpa::start_get)
 /// `get_distance` gets before the key is located there and its value read
-/// (bpa::locate; a key found in a block shares its line with its value). So
+/// (bpa::finish_get; a key found in a block shares its line with its value). So
 /// a task keeps its cache misses overlapping across the ends of groups.
 constexpr std::uint32_t get_distance = 16;
 constexpr std::uint32_t get_ring = 16;  // >= get_distance, a power of two
@@ -55,8 +57,10 @@ static_assert(get_ring >= get_distance && (get_ring & (get_ring - 1)) == 0);
 }  // namespace
 
 struct leaf_phase_workspace::buffers {
-  std::vector<std::uint32_t> n_range, n_write;  // per group, then prefix sums
+  std::vector<std::uint32_t> n_range, n_write;      // per group
+  std::vector<std::uint32_t> range_at, write_at;    // their prefix sums, for batches with range ops
   std::vector<char> reads_entries;  // per group: a scan or lower_bound reads its leaf's entries
+  std::vector<char> points_only;    // per group: every op is a point op
   range_op_vector ranges;
   ::tandem::host::detail::scratch<key_type> w_key;
   ::tandem::host::detail::scratch<std::uint32_t> w_pos;
@@ -95,12 +99,12 @@ std::uint64_t split_bound(const leaf_store& store, const leaf_phase_input& in, c
         // The leaves' first lines are fetched a few groups ahead (the writes
         // read them next anyway).
         auto prefetch_leaf = [&](std::size_t g) {
-          if (g < r.end() && ws.n_write[g] != ws.n_write[g + 1]) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch();
+          if (g < r.end() && ws.n_write[g] != 0) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch();
         };
         for (std::size_t g = r.begin(); g < r.begin() + prefetch_distance; ++g) prefetch_leaf(g);
         for (std::size_t g = r.begin(); g < r.end(); ++g) {
           prefetch_leaf(g + prefetch_distance);
-          if (ws.n_write[g] == ws.n_write[g + 1]) continue;
+          if (ws.n_write[g] == 0) continue;
           const std::uint32_t b = rt.group_begin[g], e = rt.group_begin[g + 1];
           std::uint64_t adds = 0;
           for (std::uint32_t i = b; i < e; ++i) adds += may_add(types[i]);
@@ -168,9 +172,7 @@ void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_
   std::uint32_t read = gb[g_begin];
   auto answer = [&](std::uint32_t i) {
     const pending& p = ring[i % get_ring];
-    const bpa::slot s = p.data->locate(p.slot, keys[i]);
-    out.values[i] = p.data->value_of(s);
-    out.found[i] = s.found();
+    p.data->finish_get(p.slot, keys[i], out.values + i, out.found + i);
   };
   auto prefetch_leaf = [&](std::size_t g) {
     if (g < g_end) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch();
@@ -251,20 +253,26 @@ void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answer
   std::size_t ranges = 0, writes = 0;
   if (!in.gets_only) {
     report.bytes += in.n * (sizeof(std::uint64_t) + 1);
-    ws.n_range.assign(g_count + 1, 0);
-    ws.n_write.assign(g_count + 1, 0);
-    ws.reads_entries.assign(g_count, 0);
-    const std::uint64_t loose_bound = tbb::parallel_reduce(
-        tbb::blocked_range<std::size_t>(0, g_count, group_grain), std::uint64_t{0},
-        [&](const tbb::blocked_range<std::size_t>& r, std::uint64_t bound) {
+    // Every group's counts are written below: no zeroing.
+    ws.n_range.resize(g_count);
+    ws.n_write.resize(g_count);
+    ws.reads_entries.resize(g_count);
+    ws.points_only.resize(g_count);
+    struct counts {
+      std::uint64_t loose_bound = 0, ranges = 0, writes = 0;
+    };
+    const counts c = tbb::parallel_reduce(
+        tbb::blocked_range<std::size_t>(0, g_count, classify_grain), counts{},
+        [&](const tbb::blocked_range<std::size_t>& r, counts sum) {
           for (std::size_t g = r.begin(); g < r.end(); ++g) {
-            std::uint32_t nr = 0, nw = 0, na = 0;
+            std::uint32_t nr = 0, nw = 0, na = 0, np = 0;
             char reads = 0;
             for (std::uint32_t i = gb[g]; i < gb[g + 1]; ++i) {
               const op_type t = types[i];
               if (is_point(t)) {
                 nw += is_write(t);
                 na += may_add(t);
+                ++np;
               } else if (t <= op_type::count && in.status[rt.positions[i]] == op_status::ok) {
                 ++nr;
                 reads |= t != op_type::count;
@@ -273,18 +281,30 @@ void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answer
             ws.n_range[g] = nr;
             ws.n_write[g] = nw;
             ws.reads_entries[g] = reads;
+            ws.points_only[g] = np == gb[g + 1] - gb[g];
+            sum.ranges += nr;
+            sum.writes += nw;
             // The splits of a group with many adds (reserve_for_writes).
-            if (na >= leaf_store::near_full_slack) bound += 2 * (1 + na / leaf_store::adds_per_split);
+            if (na >= leaf_store::near_full_slack) sum.loose_bound += 2 * (1 + na / leaf_store::adds_per_split);
           }
-          return bound;
+          return sum;
         },
-        [](std::uint64_t x, std::uint64_t y) { return x + y; });
-    ws.loose_split_bound = loose_bound;
-    std::exclusive_scan(ws.n_range.begin(), ws.n_range.end(), ws.n_range.begin(), std::uint32_t{0});
-    std::exclusive_scan(ws.n_write.begin(), ws.n_write.end(), ws.n_write.begin(), std::uint32_t{0});
-    ranges = ws.n_range[g_count];
-    writes = ws.n_write[g_count];
+        [](counts x, const counts& y) {
+          x.loose_bound += y.loose_bound;
+          x.ranges += y.ranges;
+          x.writes += y.writes;
+          return x;
+        });
+    ws.loose_split_bound = c.loose_bound;
+    ranges = c.ranges;
+    writes = c.writes;
     ws.writes = writes;
+    if (ranges != 0) {  // where each group's range ops and writes go in their lists
+      ws.range_at.resize(g_count);
+      ws.write_at.resize(g_count);
+      std::exclusive_scan(ws.n_range.begin(), ws.n_range.end(), ws.range_at.begin(), std::uint32_t{0});
+      std::exclusive_scan(ws.n_write.begin(), ws.n_write.end(), ws.write_at.begin(), std::uint32_t{0});
+    }
   }
   // The writes in (key, position) order are needed only to patch range ops.
   ::tandem::host::detail::write_list wl;
@@ -299,8 +319,8 @@ void run_leaf_reads(leaf_store& store, const leaf_phase_input& in, sorted_answer
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, g_count, group_grain),
                       [&](const tbb::blocked_range<std::size_t>& r) {
                         for (std::size_t g = r.begin(); g < r.end(); ++g) {
-                          std::uint32_t ri = ws.n_range[g], wi = ws.n_write[g];
-                          if (ri == ws.n_range[g + 1] && wi == ws.n_write[g + 1]) continue;
+                          if (ws.n_range[g] == 0 && ws.n_write[g] == 0) continue;
+                          std::uint32_t ri = ws.range_at[g], wi = ws.write_at[g];
                           const leaf_id routed_leaf = in.leaf_ids[rt.group_ordinal[g]];
                           for (std::uint32_t i = gb[g]; i < gb[g + 1]; ++i) {
                             const op_type t = types[i];
@@ -398,7 +418,7 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
           for (std::size_t g = r.begin(); g < r.end(); ++g) {
             const std::uint32_t b = gb[g], e = gb[g + 1];
             leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
-            const bool reads_only = in.gets_only || ws.n_write[g] == ws.n_write[g + 1];
+            const bool reads_only = in.gets_only || ws.n_write[g] == 0;
             // Runs of point ops (of gets only, in a group without writes),
             // merge-joined against the leaf that owns them now; range ops
             // were answered by the reads, invalid ops get zeros.
@@ -422,7 +442,11 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
                 }
                 l.data.get_sorted(keys + i, j - i, out.values + i, out.found + i);
               } else {
-                while (j < e && is_point(types[j])) ++j;
+                if (ws.points_only[g]) {
+                  j = e;
+                } else {
+                  while (j < e && is_point(types[j])) ++j;
+                }
                 const column_run run{keys + i, rt.args + i, rt.types + i, out.values + i, out.found + i};
                 std::int64_t added = 0;
                 id = store.apply_run(id, run, j - i, &ws.splits, added);

@@ -149,7 +149,7 @@ void index::impl::get_directly(prepared& p) {
   //      (bpa::start_route);
   //   find the block and the window of slots there, prefetch its lines
   //      (bpa::start_get_near);
-  //   compare (locate), read the value (a key found in a block shares its
+  //   compare and read the value (bpa::finish_get; a key found in a block shares its
   //      line), write the answer in batch order.
   // A get thus reads about four lines of its leaf. A route on an older
   // layout version reaches the leaf that owns its key by right links.
@@ -213,12 +213,7 @@ void index::impl::get_directly(prepared& p) {
             for (std::size_t i = 0; i < m; ++i) l.s[i] = l.leaf[i]->data.start_get_near(k[i], l.block[i]);
             break;
           default:
-            for (std::size_t i = 0; i < m; ++i) {
-              const host::bpa& d = l.leaf[i]->data;
-              const host::bpa::slot s = d.locate(l.s[i], k[i]);
-              values[c + i] = d.value_of(s);
-              found[c + i] = s.found();
-            }
+            for (std::size_t i = 0; i < m; ++i) l.leaf[i]->data.finish_get(l.s[i], k[i], values + c + i, found + c + i);
         }
       }
     }

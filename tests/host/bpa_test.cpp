@@ -233,7 +233,7 @@ TYPED_TEST(BpaTest, GetSortedMatchesModelSortedOrNot) {
 }
 
 // The stepped lookup of the direct get path (start_route, start_get_near,
-// locate, value_of) finds what get finds from any guessed block: the one
+// finish_get) finds what get finds from any guessed block: the one
 // start_route guesses from any fences (around the key or not) and every
 // block, so the seek runs both ways. So does the leaf phase's (start_get,
 // whose header bisection must pick the block get picks: a key equal to a
@@ -266,16 +266,20 @@ TYPED_TEST(BpaTest, SteppedLookupsFromAnyGuessedBlock) {
       const std::pair<key_type, key_type> fences[] = {{min_key, max_key}, {lo, hi}, {hi, hi}, {lo / 2, lo / 2 + 1}};
       for (const key_type probe : probes) {
         const auto it = model.find(probe);
-        const auto check = [&](std::size_t block, const char* from) {
-          const auto s = b->locate(b->start_get_near(probe, block), probe);
-          ASSERT_EQ(s.found(), it != model.end()) << from << " block " << block << " probe " << probe;
-          ASSERT_EQ(b->value_of(s), it != model.end() ? it->second : 0) << from << " probe " << probe;
+        const auto check = [&](typename B::slot guess, const char* from) {
+          value_type value = 7;
+          std::uint8_t found = 7;
+          b->finish_get(guess, probe, &value, &found);
+          ASSERT_EQ(found, it != model.end() ? 1 : 0) << from << " probe " << probe;
+          ASSERT_EQ(value, it != model.end() ? it->second : 0) << from << " probe " << probe;
         };
-        for (const auto& [f_lo, f_hi] : fences) check(b->start_route(probe, f_lo, f_hi), "start_route");
-        for (std::size_t block = 0; block < b->block_count(); ++block) check(block, "every block");
-        const auto s = b->locate(b->start_get(probe), probe);
-        ASSERT_EQ(s.found(), it != model.end()) << "start_get probe " << probe;
-        ASSERT_EQ(b->value_of(s), it != model.end() ? it->second : 0) << "start_get probe " << probe;
+        for (const auto& [f_lo, f_hi] : fences) {
+          check(b->start_get_near(probe, b->start_route(probe, f_lo, f_hi)), "start_route");
+        }
+        for (std::size_t block = 0; block < b->block_count(); ++block) {
+          check(b->start_get_near(probe, block), ("block " + std::to_string(block)).c_str());
+        }
+        check(b->start_get(probe), "start_get");
       }
     }
   }
@@ -542,6 +546,63 @@ TYPED_TEST(BpaTest, ApplyPathsAgreeAndStopWhenFull) {
     }
     this->expect_same(*a, model);
     this->expect_same(*b, model);
+  }
+}
+
+// Runs applied op by op whose keys are spread over the blocks: a key moves
+// on from the block of the key before by none, a few or more blocks than
+// `advance` counts at once, in BPAs with few or all blocks in use, with the
+// keys 0, 1, UINT64_MAX - 1 and UINT64_MAX in every run (present or not).
+TYPED_TEST(BpaTest, PerOpRunsSpreadOverTheBlocksWithEdgeKeys) {
+  using B = TypeParam;
+  const std::size_t almost_full = B::capacity > 4 ? B::capacity - 4 : B::capacity;
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, B::capacity / 8, B::capacity / 2, almost_full}) {
+    for (int state = 0; state < 3; ++state) {  // 0: as inserted, 1: flushed, 2: sorted
+      auto base = this->make();
+      const auto loaded = this->fill(*base, n, 90 + n + state);
+      if (state >= 1) base->flush();
+      if (state == 2) base->sort();
+      if (n > 2 && state >= 1) {  // so that 0 and UINT64_MAX may be absent too
+        ASSERT_TRUE(base->erase(state == 1 ? min_key : max_key));
+      }
+      auto start = loaded;
+      if (n > 2 && state >= 1) start.erase(state == 1 ? min_key : max_key);
+      for (const std::size_t stride : {1, 3, 9, 40, 150}) {
+        auto b = std::make_unique<B>(*base);
+        auto model = start;
+        std::mt19937_64 rng(stride * 7 + n + static_cast<std::size_t>(state));
+        std::vector<point_op> run;
+        const auto op_on = [&](key_type k) { run.push_back({k, rng() % 1000, static_cast<op_kind>(rng() % 4)}); };
+        for (const key_type k : {min_key, key_type{1}, max_key - 1, max_key}) op_on(k);
+        std::size_t i = 0;
+        for (const auto& [k, v] : start) {
+          if (i++ % stride != 0) continue;
+          op_on(k);
+          if (k != max_key && rng() % 4 == 0) op_on(k + 1);  // most likely absent
+        }
+        std::stable_sort(run.begin(), run.end(), [](const point_op& x, const point_op& y) { return x.key < y.key; });
+        std::vector<point_result> results(run.size());
+        const std::size_t applied = b->apply(run.data(), run.size(), results.data(), apply_path::per_op);
+        for (std::size_t j = 0; j < applied; ++j) {
+          const point_op& op = run[j];
+          const auto it = model.find(op.key);
+          ASSERT_EQ(results[j].found, it != model.end())
+              << "n " << n << " state " << state << " stride " << stride << " op " << j << " key " << op.key;
+          ASSERT_EQ(results[j].value, it != model.end() ? it->second : 0) << "key " << op.key;
+          switch (op.kind) {
+            case op_kind::get: break;
+            case op_kind::put: model[op.key] = op.value; break;
+            case op_kind::insert: model.emplace(op.key, op.value); break;
+            case op_kind::erase: model.erase(op.key); break;
+          }
+        }
+        if (applied < run.size()) {  // stopped: the next op adds a key to a full BPA
+          ASSERT_EQ(model.size(), B::capacity);
+          ASSERT_EQ(model.count(run[applied].key), 0u);
+        }
+        this->expect_same(*b, model);
+      }
+    }
   }
 }
 

@@ -202,7 +202,7 @@ class basic_bpa {
     slot guesses[lookup_chunk];
     for (std::size_t c = 0; c < n; c += lookup_chunk) {
       const std::size_t m = std::min(n - c, lookup_chunk);
-      b = guess_chunk(keys + c, 1, m, b, guesses);
+      b = guess_chunk<true>(keys + c, 1, m, b, guesses);
       for (std::size_t i = 0; i < m; ++i) finish_get(guesses[i], keys[c + i], values + c + i, found + c + i);
     }
   }
@@ -266,16 +266,6 @@ class basic_bpa {
     *value = t.found() ? log_values_[t.index] : 0;
     *found = t.found();
   }
-
-  /// @brief `finish_get` in two steps: `locate`, on the unchanged BPA,
-  ///        finds the key of a `start_get` (its block, then the log; not
-  ///        found: index -1), `value_of` reads its value (0 when not found;
-  ///        for a key found in a block, from the line `locate` compared).
-  [[nodiscard]] slot locate(slot guess, key_type key) const noexcept {
-    const slot s = find_from_guess(guess, key);
-    return s.found() ? s : find_in_log(key);
-  }
-  [[nodiscard]] value_type value_of(slot s) const noexcept { return s.found() ? *value_at(s) : 0; }
 
   /// @brief Starts loading the lines an ordered read from `from` reads
   ///        first: the entries of the block that holds it.
@@ -458,8 +448,10 @@ class basic_bpa {
       // about as often as not), then walk where it was off by more.
       b -= static_cast<std::size_t>((b > 0) & (header_[b] > key));
       b += static_cast<std::size_t>((b < last) & (header_[std::min(b + 1, last)] <= key));
+      // A walk, not `advance`: the block is mostly found by now, and
+      // `advance`'s bounds ahead may lie on header lines not yet loaded.
       while (b > 0 && header_[b] > key) --b;
-      return advance(b, key);
+      return walk_blocks(b, key);
     } else {
       return 0;
     }
@@ -489,8 +481,28 @@ class basic_bpa {
   static constexpr std::size_t lookup_chunk = 32;
 
   /// Block of `key` for keys visited in ascending order: `b` is the block of
-  /// the previous key.
+  /// the previous key. `advance_span` bounds from `b` on (from the header's
+  /// last ones near its end: those before `b` are <= key too) are counted
+  /// without branches, since how many blocks a key moves on is not
+  /// predictable where a leaf's keys are spread over its blocks; a key that
+  /// passes them all walks on.
   [[nodiscard]] std::size_t advance(std::size_t b, key_type key) const noexcept {
+    if constexpr (num_blocks > advance_span) {
+      // Bounds past the last block are max_key: they count only for key ==
+      // max_key, which counts all `advance_span` and walks on (clamped to
+      // the blocks in use).
+      const std::size_t base = std::min(b, num_blocks - 1 - advance_span);
+      std::size_t step = 0;
+      for (std::size_t j = 1; j <= advance_span; ++j) step += header_[base + j] <= key;
+      if (TANDEM_LIKELY(step < advance_span)) return base + step;
+      b = base + advance_span;
+    }
+    return std::min<std::size_t>(walk_blocks(b, key), block_count_ - 1u);
+  }
+  /// Bounds `advance` compares at once.
+  static constexpr std::size_t advance_span = 4;
+  /// `advance` by a walk, for keys that mostly stay in their block.
+  [[nodiscard]] std::size_t walk_blocks(std::size_t b, key_type key) const noexcept {
     while (b + 1 < num_blocks && b + 1 < block_count_ && header_[b + 1] <= key) ++b;
     return b;
   }
@@ -502,9 +514,9 @@ class basic_bpa {
   static constexpr std::size_t lookup_window = std::min<std::size_t>(2 * per_line, BlockSize);
 
   /// Slots of sorted block `b` by interpolation: key k sits near slot
-  /// (k - low) * scale / 2^64, so that a lookup's guess is one integer
+  /// (k - low) * scale / 2^63, so that a lookup's guess is one integer
   /// multiply. scale is the block's slots per key, n / width, as a fraction
-  /// of 2^64: below 1 for a block's width, the gap to the next block's bound,
+  /// of 2^63: at most 1 for a block's width, the gap to the next block's bound,
   /// holds n distinct keys; the last block's width is the mean width of the
   /// others, an estimate (its guesses are clamped to the block).
   struct block_interpolation {
@@ -519,10 +531,15 @@ class basic_bpa {
     } else if (b > 0) {
       width = (low - header_[0]) / b;
     }
+    // In signed arithmetic, whose conversions are one instruction each: the
+    // width halved (its lowest bit does not matter to a guess), the scale as
+    // a fraction of 2^63.
     std::uint64_t scale = 0;
-    if (width != 0) {
-      const double s = static_cast<double>(block_size_[b]) / static_cast<double>(width) * 0x1p64;
-      scale = s >= 0x1p64 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(s);
+    if (width > 1) {
+      const double s = static_cast<double>(block_size_[b]) /
+                       static_cast<double>(static_cast<std::int64_t>(width >> 1)) * 0x1p62;
+      scale = s >= 0x1p63 ? std::uint64_t{std::numeric_limits<std::int64_t>::max()}
+                          : static_cast<std::uint64_t>(static_cast<std::int64_t>(s));
     }
     return {low, scale};
   }
@@ -535,12 +552,15 @@ class basic_bpa {
   [[nodiscard]] std::size_t window_start(std::size_t b, const block_interpolation& ip, key_type key) const noexcept {
     const std::size_t n = block_size_[b];
     if (n <= lookup_window) return 0;
-    __extension__ using wide = unsigned __int128;  // the high word of a 64 x 64-bit product
-    const key_type offset = key > ip.low ? key - ip.low : 0;
-    const auto guess = static_cast<std::size_t>(static_cast<wide>(offset) * ip.scale >> 64);
-    const std::size_t line = (guess - std::min<std::size_t>(guess, per_line / 2)) & ~(per_line - 1);
-    // A conditional move, not a branch: whether the slot lies in the last
-    // window is not predictable.
+    __extension__ using wide = unsigned __int128;  // for a 64 x 64-bit product
+    // A key below the block's bound (of block 0 only, and absent from it)
+    // wraps to a guess past the end: the last window, whose compare fails.
+    const auto guess = static_cast<std::size_t>(static_cast<wide>(key - ip.low) * ip.scale >> 63);
+    // The guess moved back half a line, or 0 where that would wrap: masked
+    // by the borrow, not a branch (where the slot lies is not predictable).
+    std::size_t back = 0;
+    const bool wraps = __builtin_sub_overflow(guess, per_line / 2, &back);
+    const std::size_t line = back & (static_cast<std::size_t>(wraps) - 1) & ~(per_line - 1);
     return std::min(line, n - lookup_window);
   }
 
@@ -548,6 +568,13 @@ class basic_bpa {
   /// key's block and lookup window into `out`, and the window's lines
   /// prefetched (every line of an unsorted block), so that the chunk's cache
   /// misses overlap. @return the block of the last key.
+  /// @tparam Dense keys share blocks (a lookup of many keys a block): a
+  ///         key's block is walked to from the block before, and a block's
+  ///         interpolation serves the keys after its first. Else keys are
+  ///         spread (a few a block, as in a leaf's run of mixed point ops):
+  ///         branches on where they lie would mispredict, so `advance`
+  ///         counts without them and each key interpolates afresh.
+  template <bool Dense = false>
   std::size_t guess_chunk(const key_type* keys, std::size_t stride, std::size_t m, std::size_t b,
                           slot* out) const noexcept;
 

@@ -338,19 +338,28 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::verify() const {
 }
 
 template <int LogSize, int NumBlocks, int BlockSize>
+template <bool Dense>
 std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::guess_chunk(const key_type* keys, std::size_t stride,
                                                                  std::size_t m, std::size_t b,
                                                                  slot* out) const noexcept {
-  std::size_t ip_block = num_blocks;  // the block `ip` describes
-  block_interpolation ip{};
-  for (std::size_t i = 0; i < m; ++i) {
-    const key_type key = keys[i * stride];
-    b = advance(b, key);
-    if (b != ip_block && (sorted_mask_ >> b & 1)) {
-      ip = interpolation(b);
-      ip_block = b;
+  if constexpr (Dense) {
+    std::size_t ip_block = num_blocks;  // the block `ip` describes
+    block_interpolation ip{};
+    for (std::size_t i = 0; i < m; ++i) {
+      const key_type key = keys[i * stride];
+      b = walk_blocks(b, key);
+      if (b != ip_block) {
+        ip = interpolation(b);
+        ip_block = b;
+      }
+      out[i] = guess_in_block(b, ip, key);
     }
-    out[i] = guess_in_block(b, ip, key);
+  } else {
+    for (std::size_t i = 0; i < m; ++i) {
+      const key_type key = keys[i * stride];
+      b = advance(b, key);
+      out[i] = guess_in_block(b, interpolation(b), key);
+    }
   }
   return b;
 }

@@ -111,7 +111,9 @@ leaf_id basic_leaf_store<Bpa>::apply_run(leaf_id id, const Run& run, std::size_t
   while (done < n) {
     id = walk_right(id, run.key(done));
     leaf_type& l = leaves_[id];
-    std::size_t end = done;
+    // The ops this leaf owns: all the rest where the last is (no split since
+    // the routing), else up to the first above its fence.
+    std::size_t end = run.key(n - 1) <= l.high ? n : done;
     while (end < n && run.key(end) <= l.high) ++end;
     const std::size_t before = l.data.size();
     done += l.data.apply(run.advanced(done), end - done, path);
