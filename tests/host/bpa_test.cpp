@@ -39,6 +39,16 @@ class BpaTest : public ::testing::Test {
     return model;
   }
 
+  /// Applies `op` to the model, as a BPA applies it.
+  static void replay(const point_op& op, std::map<key_type, value_type>& model) {
+    switch (op.kind) {
+      case op_kind::get: break;
+      case op_kind::put: model[op.key] = op.value; break;
+      case op_kind::insert: model.emplace(op.key, op.value); break;
+      case op_kind::erase: model.erase(op.key); break;
+    }
+  }
+
   static void expect_same(B& b, const std::map<key_type, value_type>& model) {
     ASSERT_NO_THROW(b.verify());
     ASSERT_EQ(b.size(), model.size());
@@ -532,12 +542,7 @@ TYPED_TEST(BpaTest, ApplyPathsAgreeAndStopWhenFull) {
         EXPECT_EQ(ra[i].value, it->second);
         EXPECT_EQ(rb[i].value, it->second);
       }
-      switch (op.kind) {
-        case op_kind::get: break;
-        case op_kind::put: model[op.key] = op.value; break;
-        case op_kind::insert: model.emplace(op.key, op.value); break;
-        case op_kind::erase: model.erase(op.key); break;
-      }
+      this->replay(op, model);
     }
     if (na < run.size()) {  // stopped: the next op adds a key to a full leaf
       EXPECT_EQ(model.size(), B::capacity);
@@ -589,12 +594,7 @@ TYPED_TEST(BpaTest, PerOpRunsSpreadOverTheBlocksWithEdgeKeys) {
           ASSERT_EQ(results[j].found, it != model.end())
               << "n " << n << " state " << state << " stride " << stride << " op " << j << " key " << op.key;
           ASSERT_EQ(results[j].value, it != model.end() ? it->second : 0) << "key " << op.key;
-          switch (op.kind) {
-            case op_kind::get: break;
-            case op_kind::put: model[op.key] = op.value; break;
-            case op_kind::insert: model.emplace(op.key, op.value); break;
-            case op_kind::erase: model.erase(op.key); break;
-          }
+          this->replay(op, model);
         }
         if (applied < run.size()) {  // stopped: the next op adds a key to a full BPA
           ASSERT_EQ(model.size(), B::capacity);
