@@ -126,9 +126,10 @@ int main(int argc, char** argv) {
               to_string(spec.kind), describe(spec.kind, spec.scan_length, spec.order).c_str(), to_string(spec.dist),
               pow2_text(spec.keys).c_str(), spec.sorted_load ? "key" : "random", pow2_text(spec.ops).c_str(), pow2_text(spec.batch).c_str(),
               static_cast<unsigned long long>(nb), opt.inflight);
-  std::printf("threads %zu; device %s; gpu-share %s; gpu-order %s; gpu-scatter %s; gpu-route-keys %s; seed %llu%s\n",
+  std::printf("threads %zu; device %s; gpu-share %s; gpu-order %s; gpu-scatter %s; leaf-hints %s; gpu-route-keys %s; "
+              "seed %llu%s\n",
               threads, opt.device.c_str(), sweeping ? "swept" : share_text.c_str(), opt.gpu_order.c_str(),
-              opt.gpu_scatter.c_str(), opt.gpu_route_keys == "0" ? "unbounded" : opt.gpu_route_keys.c_str(), static_cast<unsigned long long>(spec.seed), opt.verify ? "; verify on" : "");
+              opt.gpu_scatter.c_str(), opt.leaf_hints.c_str(), opt.gpu_route_keys == "0" ? "unbounded" : opt.gpu_route_keys.c_str(), static_cast<unsigned long long>(spec.seed), opt.verify ? "; verify on" : "");
   if (sweeping) {
     std::printf("sweep share: 0, 0.1, ..., 1, auto on one index (%s); %llu warm-up batches of %s before each point\n",
                 reload_each_point ? "reloaded before each point: the workload inserts new keys"
@@ -147,6 +148,7 @@ int main(int argc, char** argv) {
   cfg.leaf_fill = opt.leaf_fill;
   cfg.gpu_order = to_gpu_order(opt.gpu_order);
   cfg.gpu_scatter = opt.gpu_scatter == "on";
+  cfg.gpu_leaf_hints = opt.leaf_hints == "on";
   cfg.caller_runs = opt.caller_runs == "on";
   cfg.max_gpu_route_keys = static_cast<std::size_t>(*parse_count(opt.gpu_route_keys));
   if (opt.small_batch != "auto") cfg.small_batch_ops = static_cast<std::size_t>(*parse_count(opt.small_batch));

@@ -248,6 +248,12 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(CLI::IsMember({"on", "off"}))
       ->type_name("on|off")
       ->capture_default_str();
+  app.add_option("--leaf-hints", opt.leaf_hints,
+                 "tandem::config.gpu_leaf_hints: on, the GPU keeps a guide of each leaf's blocks and a GPU route of "
+                 "gets hands each get its block and lookup window; off, the host finds them from the leaf's header")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->type_name("on|off")
+      ->capture_default_str();
   app.add_option("--caller-runs", opt.caller_runs,
                  "tandem::config.caller_runs: on, a batch of at most --small-batch gets submitted for a future while "
                  "the index is idle is answered on the submitting thread; off, every batch goes through the "

@@ -33,9 +33,9 @@ namespace {
 /// Staging slices of a route chunk.
 enum slice : int { keys_slice = 0, args_slice = 1, types_slice = 2 };
 
-/// Most arrays one route downloads (positions, keys, args, types, then
-/// group_begin, group_ordinal).
-constexpr std::size_t max_downloads = 6;
+/// Most arrays one route downloads (positions, keys, args, types, hints,
+/// then group_begin, group_ordinal).
+constexpr std::size_t max_downloads = 7;
 
 }  // namespace
 
@@ -48,6 +48,8 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
   const bool partial = options.order == aggregation::partial;
   const bool want_args = out.args != nullptr;
   const bool want_types = out.types != nullptr;
+  // Hints need keys in sorted order and the guides of the leaves.
+  const bool want_hints = full && out.hints != nullptr && guide_count > 0;
   const auto n32 = static_cast<std::uint32_t>(n);
   const std::size_t chunk = std::min(options.chunk, n);
   const std::size_t chunks = (n + chunk - 1) / chunk;
@@ -81,6 +83,7 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
   r.flags.reserve(n, 25);
   r.group_begin.reserve(n, 25);
   r.group_ordinal.reserve(n, 25);
+  if (want_hints) r.hints.reserve(n, 25);
   if (r.iota.reserve(std::max(n, chunk), 25)) {
     const std::size_t count = std::min<std::size_t>(r.iota.capacity(), std::numeric_limits<std::uint32_t>::max());
     detail::iota_kernel<<<detail::shuffle_blocks(count), detail::shuffle_block_threads, 0, main_stream>>>(
@@ -237,6 +240,12 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
     a.nodes_out = r.nodes.data();
     a.ordinals = r.ordinals.data();
     launch_descent(vb, m, a, main_stream, 0, m.height, m.groups);
+    if (want_hints) {
+      detail::hint_kernel<<<detail::shuffle_blocks(n), detail::shuffle_block_threads, 0, main_stream>>>(
+          routed_keys, r.ordinals.data(), n, vb.leaf_ids.data(), m.leaf_count, guides.data(), guide_count,
+          r.hints.data());
+      TANDEM_CUDA_TRY(cudaGetLastError());
+    }
     kernel_end = mark(main_stream);
   } else {
     routed_positions = r.iota.data();  // one leaf: batch order is grouped already
@@ -296,6 +305,10 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
                       r.grouped.get()};
   }
   if (want_types) items[count++] = {out.types, r.types_out.data(), n, detail::is_pinned(out.types), r.grouped.get()};
+  if (want_hints) {
+    items[count++] = {out.hints, r.hints.data(), n * sizeof(leaf_hint), detail::is_pinned(out.hints),
+                      r.grouped.get()};
+  }
   std::size_t spans[2 * max_downloads] = {};
   r.download.run(items, count, down_stream, pool, marks, spans, host_out);
 
@@ -314,6 +327,7 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
   out.group_begin[groups] = n32;
   out.groups = groups;
   out.key_sorted = full;
+  out.hinted = want_hints;
 
   if (timing != nullptr) {
     for (const auto& cm : r.chunk_spans) {
@@ -335,7 +349,7 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
     timing->chunks = chunks;
     timing->bytes_up = n * (sizeof(key_type) + (want_args ? sizeof(value_type) : 0) + (want_types ? 1 : 0));
     timing->bytes_down = n * (sizeof(std::uint32_t) + sizeof(key_type) + (want_args ? sizeof(value_type) : 0) +
-                              (want_types ? 1 : 0)) +
+                              (want_types ? 1 : 0) + (want_hints ? sizeof(leaf_hint) : 0)) +
                          groups * 2 * sizeof(std::uint32_t) + sizeof(std::uint32_t);
   }
 }
@@ -377,6 +391,7 @@ void gpu_router::route(const key_type* keys, const value_type* args, const std::
                             " keys; a batch holds at most 2^32 - 1 (positions are u32)");
   }
   route_timing t;
+  out.hinted = false;
   if (n == 0) {
     if (out.group_begin != nullptr) out.group_begin[0] = 0;
     out.groups = 0;
@@ -401,6 +416,28 @@ void gpu_router::route(const key_type* keys, const value_type* args, const std::
   }
   t.total = seconds_since(t0);
   if (timing != nullptr) *timing = t;
+}
+
+void gpu_router::upload_guides(const leaf_guide* guides, std::size_t count) {
+  state& s = *state_;
+  const detail::account_scope scope(s.account);
+  std::lock_guard<std::mutex> route_lock(s.route_mutex);
+  s.set_device();
+  s.guide_count = 0;  // none until the copy is complete
+  if (count == 0) return;
+  if (guides == nullptr) throw std::invalid_argument("gpu_router::upload_guides: null guides for " +
+                                                     std::to_string(count) + " leaves");
+  s.guides.reserve(count, 25);
+  const cudaStream_t stream = s.route.lanes[0]->stream.get();
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(s.guides.data(), guides, count * sizeof(leaf_guide), cudaMemcpyHostToDevice, stream));
+  TANDEM_CUDA_TRY(cudaStreamSynchronize(stream));
+  s.guide_count = count;
+}
+
+std::size_t gpu_router::guide_count() const {
+  state& s = *state_;
+  std::lock_guard<std::mutex> route_lock(s.route_mutex);
+  return s.guide_count;
 }
 
 }  // namespace tandem::device

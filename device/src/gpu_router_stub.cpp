@@ -21,6 +21,8 @@ void gpu_router::route(const key_type*, const value_type*, const std::uint8_t*, 
                        route_timing*) {
   no_cuda();
 }
+void gpu_router::upload_guides(const leaf_guide*, std::size_t) { no_cuda(); }
+std::size_t gpu_router::guide_count() const { no_cuda(); }
 void gpu_router::scatter(const std::uint32_t*, const value_type*, const std::uint8_t*, std::size_t, value_type*,
                          std::uint8_t*, scatter_timing*) {
   no_cuda();

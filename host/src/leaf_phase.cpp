@@ -41,9 +41,6 @@ constexpr std::size_t classify_grain = 512;
 /// A task starts loading a group's leaf header this many groups ahead.
 constexpr std::size_t prefetch_distance = 4;
 
-/// Gets a leaf (a batch's average) from which a gets-only batch is answered
-/// group by group (get_sorted) rather than by the pipeline below.
-constexpr std::size_t dense_gets = 32;
 
 /// Gets in flight per task of a gets-only batch: a get's block and lookup
 /// window are found and the window's lines prefetched (bpa::start_get)
@@ -194,16 +191,84 @@ void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_
   for (; read < gb[g_end]; ++read) answer(read);
 }
 
+/// How stream_hinted_gets fared.
+struct hint_tally {
+  std::size_t hinted = 0;  // answered at the hint
+  std::size_t stale = 0;   // missing hint, or found elsewhere than the hint
+};
+
+/// stream_gets with the route's hints (routed_batch_view::hints): a get's
+/// window lines are prefetched straight from its hint, `get_distance` gets
+/// ahead, and only the leaf's first line (the block counts) besides; no
+/// header line is read. A get whose hinted block does not hold its key (an
+/// absent key, a stale hint) is looked up from its leaf as stream_gets
+/// does, at once.
+hint_tally stream_hinted_gets(const leaf_store& store, const leaf_phase_input& in, std::size_t g_begin,
+                              std::size_t g_end, const sorted_answers& out) {
+  const routed_batch_view& rt = *in.routes;
+  const key_type* keys = rt.keys;
+  const leaf_hint* hints = rt.hints;
+  const std::uint32_t* gb = rt.group_begin;
+  struct pending {
+    leaf_id id;
+    bpa::slot slot;  // block -1: no hint
+  };
+  pending ring[get_ring];
+  hint_tally t;
+  std::uint32_t read = gb[g_begin];
+  auto answer = [&](std::uint32_t i) {
+    const pending& p = ring[i % get_ring];
+    if (TANDEM_LIKELY(store[p.id].data.finish_hinted(p.slot, keys[i], out.values + i, out.found + i))) {
+      ++t.hinted;
+      return;
+    }
+    const leaf_id id = store.walk_right(p.id, keys[i]);
+    const bpa& data = store[id].data;
+    data.finish_get(data.start_get(keys[i]), keys[i], out.values + i, out.found + i);
+    t.stale += out.found[i] | (p.slot.block < 0);
+  };
+  auto prefetch_leaf = [&](std::size_t g) {
+    if (g < g_end) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch_first_line();
+  };
+  for (std::size_t g = g_begin; g < g_begin + prefetch_distance; ++g) prefetch_leaf(g);
+  for (std::size_t g = g_begin; g < g_end; ++g) {
+    prefetch_leaf(g + prefetch_distance);
+    const leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
+    const bpa& data = store[id].data;
+    for (std::uint32_t i = gb[g], e = gb[g + 1]; i < e; ++i) {
+      if (i - read == get_distance) answer(read++);
+      ring[i % get_ring] = {id, data.start_hinted(hints[i])};
+    }
+  }
+  for (; read < gb[g_end]; ++read) answer(read);
+  return t;
+}
+
 /// Adds the leaf lines that the point ops of group `g` moved (bpa::lookup_lines)
 /// to `count`, on the leaves as they are now. (The header lines are counted
 /// as a walk from block 0 reads them; stream_gets bisects the header
-/// instead, which for a group of several keys reads about as many.)
+/// instead, which for a group of several keys reads about as many. Gets
+/// with hints read the leaf's first line and their windows.)
 void count_group_lines(const leaf_store& store, const leaf_phase_input& in, std::size_t g, leaf_line_count& count) {
   const routed_batch_view& rt = *in.routes;
   const auto* types = reinterpret_cast<const op_type*>(rt.types);
   const key_type* keys = rt.keys;
   const std::uint32_t e = rt.group_begin[g + 1];
   leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
+  if (rt.hinted) {  // stream_hinted_gets: the leaf's first line, then each get's window
+    count.ops += e - rt.group_begin[g];
+    count.lines += 1;
+    const bpa& data = store[id].data;
+    for (std::uint32_t i = rt.group_begin[g]; i < e; ++i) {
+      count.lines += data.hinted_lines(rt.hints[i], rt.keys[i]);
+      value_type v;
+      std::uint8_t f;
+      if (!data.finish_hinted(data.start_hinted(rt.hints[i]), rt.keys[i], &v, &f)) {  // then from the leaf
+        count.lines += store[store.walk_right(id, rt.keys[i])].data.lookup_lines(rt.keys + i, 1).read;
+      }
+    }
+    return;
+  }
   for (std::uint32_t i = rt.group_begin[g]; i < e;) {
     if (!in.gets_only && !is_point(types[i])) {
       ++i;
@@ -389,10 +454,13 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
   struct tally {
     std::int64_t delta = 0;  // keys added minus keys removed
     leaf_line_count lines;
+    hint_tally hints;
   };
   const auto add = [](tally a, const tally& b) {
     a.delta += b.delta;
     a.lines += b.lines;
+    a.hints.hinted += b.hints.hinted;
+    a.hints.stale += b.hints.stale;
     return a;
   };
   tally sum;
@@ -400,7 +468,13 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
     sum = tbb::parallel_reduce(
         all_groups, tally{},
         [&](const tbb::blocked_range<std::size_t>& r, tally t) {
-          stream_gets(store, in, r.begin(), r.end(), out);
+          if (rt.hinted) {
+            const hint_tally h = stream_hinted_gets(store, in, r.begin(), r.end(), out);
+            t.hints.hinted += h.hinted;
+            t.hints.stale += h.stale;
+          } else {
+            stream_gets(store, in, r.begin(), r.end(), out);
+          }
           for (std::size_t g = r.begin(); g < r.end(); ++g) {
             if (g % line_sample_groups == 0) count_group_lines(store, in, g, t.lines);
           }
@@ -463,6 +537,8 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
   }
   report.key_delta = sum.delta;
   report.lines = sum.lines;
+  report.hinted_gets = sum.hints.hinted;
+  report.stale_hints = sum.hints.stale;
   // Within the capacity reserved for them: no allocation.
   report.splits.assign(ws.splits.records, ws.splits.records + ws.splits.size());
   report.splits_lost = ws.splits.lost();

@@ -92,7 +92,9 @@ struct routed_arrays {
   scheduler::host_array<key_type> keys;
   scheduler::host_array<std::uint64_t> args;
   scheduler::host_array<std::uint8_t> types;
+  scheduler::host_array<leaf_hint> hints;
   void set_kind(scheduler::memory_kind k) {
+    hints.set_kind(k);
     positions.set_kind(k);
     group_begin.set_kind(k);
     group_ordinal.set_kind(k);
@@ -169,6 +171,7 @@ struct prepared {
   stage_times times;
   stage_bytes bytes;
   host::leaf_line_count lines;  // sampled point ops and their leaf lines (stats::leaf_lines)
+  std::size_t hinted_gets = 0, stale_hints = 0;  // stats::hinted_gets, stale_hints
   route_report info;
   bool gpu_scatter = false;
   std::uint64_t splits = 0;
@@ -192,6 +195,8 @@ struct prepared {
     times = {};
     bytes = {};
     lines = {};
+    hinted_gets = 0;
+    stale_hints = 0;
     info = {};
     gpu_scatter = false;
     splits = 0;
@@ -295,6 +300,9 @@ class index::impl {
   // inner_sync.cpp
   void open_gpu();
   void sync_gpu();
+  /// Copies every leaf's guide to the GPU (config.gpu_leaf_hints); a failure
+  /// leaves routes without hints until the next refresh.
+  void refresh_guides();
   void note_gpu_failure();
   std::shared_ptr<const inner_layout> layout_snapshot() const;
   std::shared_ptr<const inner_layout> gpu_layout_snapshot() const;
@@ -410,6 +418,13 @@ class index::impl {
   std::atomic<bool> auto_share_{true};
   std::atomic<double> fixed_share_{0.0};
   std::uint64_t inner_syncs_ = 0;
+  // The GPU's leaf guides (config.gpu_leaf_hints; dispatcher thread).
+  scheduler::host_array<leaf_guide> guides_;
+  std::uint64_t guide_refreshes_ = 0;
+  /// Batches with hints asked for since the guides were refreshed; a
+  /// refresh follows stale hints at most this often.
+  std::size_t batches_since_guides_ = guide_refresh_batches;
+  static constexpr std::size_t guide_refresh_batches = 8;
   std::string last_load_;  // how the latest load sorted, for stats
   /// Loads of fewer pairs sort on the CPU: the GPU's fixed costs (streams,
   /// allocations, pinned staging) outweigh its speed below this.

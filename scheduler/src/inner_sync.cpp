@@ -74,6 +74,26 @@ void index::impl::sync_gpu() {
   }
 }
 
+void index::impl::refresh_guides() {
+  batches_since_guides_ = 0;
+  if (!gpu_ || degraded_.load() || !cfg_.gpu_leaf_hints) return;
+  try {
+    const std::size_t count = store_.leaf_count();
+    leaf_guide* g = guides_.get(count);
+    run_in_arena([&] {
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count, 4096), [&](const tbb::blocked_range<std::size_t>& r) {
+        for (std::size_t id = r.begin(); id < r.end(); ++id) store_[static_cast<leaf_id>(id)].data.guide(g[id]);
+      });
+    });
+    std::lock_guard<std::mutex> turn(gpu_turn_);
+    gpu_->upload_guides(g, count);
+    ++guide_refreshes_;
+  } catch (const std::bad_alloc&) {  // routes go on without hints
+  } catch (const std::exception&) {
+    note_gpu_failure();
+  }
+}
+
 void index::impl::note_gpu_failure() {
   ++gpu_failures_;
   if (++consecutive_failures_ >= cfg_.gpu_failure_limit) degraded_.store(true);
@@ -286,6 +306,7 @@ void index::impl::load(const load_input& in) {
   sync_pending_ = false;
   keys_.store(m, std::memory_order_release);
   sync_gpu();
+  refresh_guides();
   ++inner_syncs_;
   char text[64];
   std::snprintf(text, sizeof text, "%zu pairs in %.3f s: ", n,

@@ -40,6 +40,8 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
     stats_.total_bytes += p->bytes;
     stats_.leaf_line_ops += p->lines.ops;
     stats_.leaf_lines += p->lines.lines;
+    stats_.hinted_gets += p->hinted_gets;
+    stats_.stale_hints += p->stale_hints;
     stats_.last = p->times;
     stats_.last_batch_ops = n;
     const double execution = seconds_since(p->taken);
@@ -57,6 +59,7 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.gpu_failures = gpu_failures_;
   stats_.gpu_group_sizes = group_sizes_;
   stats_.inner_syncs = inner_syncs_;
+  stats_.guide_refreshes = guide_refreshes_;
   stats_.last_load = last_load_;
   stats_.keys = keys_.load(std::memory_order_acquire);
   stats_.leaves = table_.size();

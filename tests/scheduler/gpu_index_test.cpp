@@ -283,6 +283,63 @@ TEST(GpuIndex, InnerSyncUnderHeavySplittingWithRoutesInFlight) {
 // Each small batch splits a full leaf while the big batch queued behind it is
 // being routed on the GPU: the GPU's ordinals must be read in the layout
 // version the GPU used, whatever the upload of the new one does meanwhile.
+// config.gpu_leaf_hints: gets of GPU-routed batches sparse over the leaves
+// are answered from hints, as the model answers, while writes between them
+// split leaves and leave the GPU's guides stale; stale hints bring a
+// refresh. With hints off nothing is answered from a hint.
+TEST(GpuIndex, LeafHintsAnswerGetsLikeTheModelThroughWritesAndSplits) {
+  TANDEM_REQUIRE_GPU();
+  for (const bool hints : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "gpu_leaf_hints " << hints);
+    config c = gpu_config();
+    c.gpu_leaf_hints = hints;
+    c.direct_get_ops = 0;  // every batch is routed
+    c.leaf_fill = 0.98;    // inserts split leaves within a few rounds
+    tandem::index idx(c);
+    idx.set_gpu_share(1.0);
+    test::index_model model;
+    std::mt19937_64 rng(23);
+    std::vector<entry> pairs = {{min_key, 1}, {max_key, 2}, {1, 3}, {max_key - 1, 4}};
+    while (pairs.size() < (std::size_t{1} << 19)) pairs.push_back({rng(), rng()});
+    model.load(idx, pairs);
+    const std::size_t leaves = idx.stats().leaves;
+    for (int round = 0; round < 12; ++round) {
+      // About 4 gets a leaf: present keys, absent neighbours, edge keys.
+      batch gets;
+      gets.get(min_key).get(max_key).get(1).get(max_key - 1).get(2);
+      while (gets.size() < 4 * leaves) {
+        const key_type k = pairs[rng() % pairs.size()].key;
+        gets.get(rng() % 5 == 0 ? k + 1 : k);
+      }
+      ASSERT_EQ(model.check(gets, idx.execute(gets), "gets, round " + std::to_string(round)), 0u);
+      // Writes that move the blocks (inserts, erases) and split leaves.
+      batch writes;
+      for (int i = 0; i < 20000; ++i) {
+        const key_type k = rng();
+        switch (rng() % 3) {
+          case 0: writes.insert(k, k); pairs.push_back({k, k}); break;
+          case 1: writes.erase(pairs[rng() % pairs.size()].key); break;
+          default: writes.put(pairs[rng() % pairs.size()].key, k); break;
+        }
+      }
+      if (round % 4 == 3) writes.erase(min_key).erase(max_key).put(min_key, 9);
+      ASSERT_EQ(model.check(writes, idx.execute(writes), "writes, round " + std::to_string(round)), 0u);
+      if (round % 4 == 0) {
+        ASSERT_NO_THROW(idx.verify());
+      }
+    }
+    const stats s = idx.stats();
+    EXPECT_EQ(s.gpu_failures, 0u);
+    EXPECT_GT(s.splits, 0u);
+    if (hints) {
+      EXPECT_GT(s.hinted_gets, 0u);
+      EXPECT_GE(s.guide_refreshes, 2u) << "the load's, then one after stale hints";
+    } else {
+      EXPECT_EQ(s.hinted_gets + s.stale_hints + s.guide_refreshes, 0u);
+    }
+  }
+}
+
 TEST(GpuIndex, RoutesStayRightWhenTheBatchBeforeSplits) {
   TANDEM_REQUIRE_GPU();
   config c = gpu_config();

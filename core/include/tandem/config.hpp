@@ -105,6 +105,12 @@ struct config {
   /// (sorted answers up, batch-order answers down) instead of on the host.
   /// Batches larger than max_gpu_route_keys (when set) scatter on the host.
   bool gpu_scatter = true;
+  /// Keep a guide of each leaf's blocks on the GPU (about 320 bytes a leaf,
+  /// refreshed when the gets of a batch find many of them stale), so that a
+  /// GPU route of a gets-only batch hands each get its block and lookup
+  /// window with its leaf: the leaf phase then loads the window's lines
+  /// without reading the leaf's header first. Answers are the same either way.
+  bool gpu_leaf_hints = true;
   /// Most keys one GPU route call takes (0: no bound). A batch's GPU share
   /// beyond it is routed in slices of this many keys, one after another,
   /// and the host merges the sorted slices. Bounds the device memory the

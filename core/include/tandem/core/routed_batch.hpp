@@ -16,7 +16,8 @@
 ///       u8       types[n];            // optional: op_type of op positions[i]
 ///       u32      group_begin[G + 1];  // group g = [group_begin[g], group_begin[g+1])
 ///       u32      group_ordinal[G];    // leaf ordinal of group g
-///     };
+///       u16      hints[n];            // optional: the get's block and window
+///     };                              //   in its leaf (core/leaf_guide.hpp)
 ///
 /// Invariants: group_begin[0] == 0, group_begin[G] == n, groups are
 /// non-empty, group_ordinal strictly increases; every position appears once.
@@ -24,6 +25,7 @@
 /// positions strictly increase. Since leaves own consecutive key ranges, a
 /// key-sorted route is sorted by (key, position) as a whole.
 
+#include <tandem/core/leaf_guide.hpp>
 #include <tandem/core/types.hpp>
 
 #include <cstddef>
@@ -38,8 +40,12 @@ struct routed_batch_view {
   std::uint8_t* types = nullptr;           ///< room for n, or null: not wanted
   std::uint32_t* group_begin = nullptr;    ///< room for n + 1
   std::uint32_t* group_ordinal = nullptr;  ///< room for n
+  /// Room for n, or null: not wanted. A router that keeps leaf guides fills
+  /// it (key-sorted routes only) and sets `hinted`.
+  leaf_hint* hints = nullptr;
   std::size_t groups = 0;                  ///< G, set by the router
   bool key_sorted = false;                 ///< set by the router
+  bool hinted = false;                     ///< set by the router: hints[0..n) filled
 };
 
 }  // namespace tandem

@@ -225,6 +225,18 @@ class gpu_router {
   void route(const key_type* keys, const value_type* args, const std::uint8_t* types, std::size_t n,
              routed_batch_view& out, route_timing* timing = nullptr);
 
+  /// @brief Replaces the leaf guides (core/leaf_guide.hpp) that routes
+  ///        read: guides[id] for leaf ids id < count (a guide with
+  ///        block_count 0 gives no hints). From then on a key-sorted route
+  ///        (aggregation::full) whose `out.hints` is not null fills it with
+  ///        each key's hint in the guide of its leaf (no_hint past `count`)
+  ///        and sets `out.hinted`. count 0 drops the guides. Any host
+  ///        memory works; pinned is faster. Waits (for a route in flight too).
+  /// @throws tandem::cuda_error when a CUDA call fails: no guides are kept
+  void upload_guides(const leaf_guide* guides, std::size_t count);
+  /// @return leaf guides held (0: routes give no hints).
+  [[nodiscard]] std::size_t guide_count() const;
+
   /// @brief Answers back to batch order: values_out[positions[i]] = values[i]
   ///        and flags_out[positions[i]] = flags[i] for i < n (positions a
   ///        permutation of 0..n-1; an entry >= n is skipped, and an output

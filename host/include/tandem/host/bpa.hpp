@@ -8,7 +8,9 @@
 /// log, pick the block through the header, and scan that block; a block
 /// known sorted (a per-block bit, set by rebuilds and ordered reads) is
 /// searched instead: the two cache lines around the slot interpolated from
-/// the header bounds, compared without branches, or a bisection. A block
+/// the header bounds, compared without branches; a key outside them is
+/// sought in the line beyond them on its side, then by a bisection. A route
+/// may hint a lookup's block and window (core/leaf_guide.hpp). A block
 /// holds key/value entries, so the lines that hold a key hold its value
 /// too. When the log fills it is *flushed*: its keys are appended to their
 /// blocks, or, if some block would overflow, log and blocks are merged and
@@ -61,12 +63,14 @@
 /// 4. A block whose sorted bit is set is sorted; the log is sorted when
 ///    `log_sorted` is set.
 
+#include <tandem/core/leaf_guide.hpp>
 #include <tandem/core/macros.hpp>
 #include <tandem/core/types.hpp>
 #include <tandem/error.hpp>
 #include <tandem/host/point_run.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -117,6 +121,7 @@ class basic_bpa {
     block_count_ = 1;
     size_ = 0;
     sorted_mask_ = ~std::uint64_t{0};
+    ++epoch_;
     for (std::size_t b = 0; b < num_blocks; ++b) {
       header_[b] = max_key;
       block_size_[b] = 0;
@@ -265,6 +270,81 @@ class basic_bpa {
     const slot t = find_in_log(key);
     *value = t.found() ? log_values_[t.index] : 0;
     *found = t.found();
+  }
+
+  /// @brief A lookup's first half from a route's hint (core/leaf_guide.hpp):
+  ///        prefetches the hinted window's lines and reads nothing of the
+  ///        BPA. @return the guess for `finish_hinted`; block -1 for
+  ///        `no_hint` or a hint outside the blocks.
+  [[nodiscard]] slot start_hinted(leaf_hint hint) const noexcept {
+    const std::size_t b = hint / block_capacity;
+    if (b >= num_blocks) return {-1, 0};
+    const std::size_t at = hint % block_capacity;
+    const entry* w = blocks_[b] + std::min(at, block_capacity - lookup_window);
+    TANDEM_PREFETCH(w);
+    if constexpr (lookup_window > per_line) TANDEM_PREFETCH(w + per_line);
+    TANDEM_PREFETCH(w + lookup_window - 1);
+    return {static_cast<int>(b), static_cast<int>(at)};
+  }
+  /// @return the block lines a lookup of `key` from `hint` reads: those
+  ///        `start_hinted` prefetches, and those `finish_hinted` compares
+  ///        beyond them (stats::leaf_lines; the counts' line not included).
+  [[nodiscard]] std::size_t hinted_lines(leaf_hint hint, key_type key) const noexcept {
+    const slot g = start_hinted(hint);
+    if (g.block < 0) return 0;
+    const entry* es = blocks_[g.block];
+    const std::size_t at = std::min<std::size_t>(static_cast<std::size_t>(g.index), block_capacity - lookup_window);
+    std::size_t lines[std::min<std::size_t>(block_capacity / per_line + 4, 64)];
+    std::size_t count = 0;
+    auto touch = [&](const entry* p) {
+      const std::size_t l = static_cast<std::size_t>(p - es) / per_line;
+      if (std::find(lines, lines + count, l) == lines + count && count < std::size(lines)) lines[count++] = l;
+    };
+    for (std::size_t i = at; i < at + lookup_window; ++i) touch(es + i);
+    const std::size_t n = std::min<std::size_t>(block_size_[g.block], block_capacity);
+    if (n != 0 && sorted_mask_ >> g.block & 1) {
+      const std::size_t w = n >= lookup_window ? std::min(at, n - lookup_window) : 0;
+      if (n < lookup_window || key < es[w].key || key > es[w + lookup_window - 1].key) {
+        touch(es + search_outside_window(es, n, w, key, touch));
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i) touch(es + i);
+    }
+    return count;
+  }
+  /// @brief A lookup's second half from a hint, on the unchanged BPA: when
+  ///        the hinted block holds `key` (keys are unique, so that answers
+  ///        the get whatever the hint), writes its value and found flag.
+  /// @return false when it does not: the key is absent, or the hint stale;
+  ///         the caller looks the key up from its leaf.
+  bool finish_hinted(slot guess, key_type key, value_type* value, std::uint8_t* found) const noexcept {
+    if (guess.block < 0) return false;
+    const slot s = find_from_guess(guess, key);
+    if (!s.found()) return false;
+    *value = blocks_[s.block][s.index].value;
+    *found = 1;
+    return true;
+  }
+
+  /// @return a counter that changes (mod 2^16) whenever the blocks' bounds,
+  ///         counts or sorted bits may have: a guide taken before is stale.
+  [[nodiscard]] std::uint16_t layout_epoch() const noexcept { return epoch_; }
+
+  /// @brief This BPA's blocks as a route's hints see them; a guide with
+  ///        block_count 0 (no hints) for a geometry a guide cannot hold.
+  void guide(leaf_guide& g) const noexcept {
+    g = leaf_guide{};
+    if constexpr (num_blocks <= guide_blocks && block_capacity <= 0xff && lookup_window <= block_capacity) {
+      for (std::size_t b = 0; b < guide_blocks; ++b) {
+        g.bound[b] = b < block_count_ ? header_[b] : max_key;
+        g.size[b] = b < block_count_ ? static_cast<std::uint8_t>(block_size_[b]) : 0;
+      }
+      g.sorted_mask = sorted_mask_;
+      g.block_count = static_cast<std::uint16_t>(block_count_);
+      g.block_capacity = static_cast<std::uint16_t>(block_capacity);
+      g.per_line = static_cast<std::uint8_t>(per_line);
+      g.window = static_cast<std::uint8_t>(lookup_window);
+    }
   }
 
   /// @brief Starts loading the lines an ordered read from `from` reads
@@ -513,55 +593,15 @@ class basic_bpa {
   /// slot interpolated for its key: two lines, values included.
   static constexpr std::size_t lookup_window = std::min<std::size_t>(2 * per_line, BlockSize);
 
-  /// Slots of sorted block `b` by interpolation: key k sits near slot
-  /// (k - low) * scale / 2^63, so that a lookup's guess is one integer
-  /// multiply. scale is the block's slots per key, n / width, as a fraction
-  /// of 2^63: at most 1 for a block's width, the gap to the next block's bound,
-  /// holds n distinct keys; the last block's width is the mean width of the
-  /// others, an estimate (its guesses are clamped to the block).
-  struct block_interpolation {
-    key_type low;
-    std::uint64_t scale;
-  };
+  /// Block `b`'s interpolation (core/leaf_guide.hpp).
   [[nodiscard]] block_interpolation interpolation(std::size_t b) const noexcept {
-    const key_type low = header_[b];
-    key_type width = 0;
-    if (b + 1 < num_blocks && b + 1 < block_count_) {
-      width = header_[b + 1] - low;
-    } else if (b > 0) {
-      width = (low - header_[0]) / b;
-    }
-    // In signed arithmetic, whose conversions are one instruction each: the
-    // width halved (its lowest bit does not matter to a guess), the scale as
-    // a fraction of 2^63.
-    std::uint64_t scale = 0;
-    if (width > 1) {
-      const double s = static_cast<double>(block_size_[b]) /
-                       static_cast<double>(static_cast<std::int64_t>(width >> 1)) * 0x1p62;
-      scale = s >= 0x1p63 ? std::uint64_t{std::numeric_limits<std::int64_t>::max()}
-                          : static_cast<std::uint64_t>(static_cast<std::int64_t>(s));
-    }
-    return {low, scale};
+    return interpolate_block(header_, b, std::min<std::size_t>(block_count_, num_blocks), block_size_[b]);
   }
 
-  /// First slot of the lookup window for `key` in sorted block `b`: the
-  /// start of the line before that of the interpolated slot where the slot
-  /// lies in the first half of its line, else of its line; the block's last
-  /// window where a window from there would pass the block's end (a guess
-  /// past the end, of the last block, included).
+  /// First slot of the lookup window for `key` in sorted block `b`
+  /// (core/leaf_guide.hpp, window_start).
   [[nodiscard]] std::size_t window_start(std::size_t b, const block_interpolation& ip, key_type key) const noexcept {
-    const std::size_t n = block_size_[b];
-    if (n <= lookup_window) return 0;
-    __extension__ using wide = unsigned __int128;  // for a 64 x 64-bit product
-    // A key below the block's bound (of block 0 only, and absent from it)
-    // wraps to a guess past the end: the last window, whose compare fails.
-    const auto guess = static_cast<std::size_t>(static_cast<wide>(key - ip.low) * ip.scale >> 63);
-    // The guess moved back half a line, or 0 where that would wrap: masked
-    // by the borrow, not a branch (where the slot lies is not predictable).
-    std::size_t back = 0;
-    const bool wraps = __builtin_sub_overflow(guess, per_line / 2, &back);
-    const std::size_t line = back & (static_cast<std::size_t>(wraps) - 1) & ~(per_line - 1);
-    return std::min(line, n - lookup_window);
+    return ::tandem::window_start(ip, key, block_size_[b], per_line, lookup_window);
   }
 
   /// For m ascending keys (keys[i * stride]), starting at block `b`: each
@@ -596,15 +636,42 @@ class basic_bpa {
   }
 
   /// Index of the last of n sorted entries whose key is <= key (0 when
-  /// none is): a branch-free bisection.
-  [[nodiscard]] static std::size_t last_not_above(const entry* es, std::size_t n, key_type key) noexcept {
+  /// none is): a branch-free bisection. `touch` sees each entry it reads
+  /// (lookup_lines counts their lines).
+  template <class Touch = void (*)(const entry*)>
+  [[nodiscard]] static std::size_t last_not_above(const entry* es, std::size_t n, key_type key,
+                                                  Touch&& touch = [](const entry*) {}) noexcept {
     const entry* base = es;
     for (std::size_t left = n; left > 1;) {
       const std::size_t half = left / 2;
+      touch(base + half);
       base = base[half].key <= key ? base + half : base;
       left -= half;
     }
     return static_cast<std::size_t>(base - es);
+  }
+
+  /// Index of the last of the n sorted entries `es` whose key is <= key (0
+  /// when none is), for a key outside the lookup window at `w` (when
+  /// n >= lookup_window; else outside none). An interpolation that misses
+  /// mostly misses by a few slots: the line beyond the window on the key's
+  /// side is compared first, and the rest of the block bisected only when
+  /// the key lies past that too. `touch` as for last_not_above.
+  template <class Touch = void (*)(const entry*)>
+  [[nodiscard]] static std::size_t search_outside_window(const entry* es, std::size_t n, std::size_t w, key_type key,
+                                                         Touch&& touch = [](const entry*) {}) noexcept {
+    if (n < lookup_window) return last_not_above(es, n, key, touch);
+    if (key > es[w + lookup_window - 1].key) {
+      const std::size_t lo = w + lookup_window - 1;  // below key
+      const std::size_t end = std::min(lo + 1 + per_line, n);
+      touch(es + end - 1);
+      if (key <= es[end - 1].key) return lo + last_not_above(es + lo, end - lo, key, touch);
+      return end - 1 + last_not_above(es + end - 1, n - (end - 1), key, touch);
+    }
+    const std::size_t begin = w > per_line ? w - per_line : 0;  // es[w] is above key
+    touch(es + begin);
+    if (es[begin].key <= key) return begin + last_not_above(es + begin, w - begin, key, touch);
+    return last_not_above(es, begin, key, touch);
   }
 
   /// `key` in the block of `g` (found or not; the log is not looked at). A
@@ -670,6 +737,7 @@ class basic_bpa {
       blocks_[b][i] = blocks_[b][n - 1];
     }
     block_size_[b] = static_cast<uint_for<BlockSize>>(n - 1);
+    ++epoch_;
   }
 
   /// Insertion sort of the log's parallel key/value arrays (or a copy of
@@ -710,6 +778,7 @@ class basic_bpa {
     // (the min() only tells the compiler what the invariants already say)
     sort_entries(blocks_[b], std::min<std::size_t>(block_size_[b], block_capacity));
     sorted_mask_ |= bit;
+    ++epoch_;
   }
 
   /// Merge log and blocks, redistribute evenly.
@@ -748,6 +817,7 @@ class basic_bpa {
   uint_for<LogSize> log_size_;
   bool log_sorted_;
   uint_for<BlockSize> block_size_[NumBlocks];
+  std::uint16_t epoch_ = 0;  // layout_epoch(): in the first line's padding
   key_type header_[NumBlocks];
   key_type log_keys_[LogSize];
   value_type log_values_[LogSize];

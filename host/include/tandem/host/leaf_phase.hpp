@@ -66,6 +66,11 @@
 
 namespace tandem::host {
 
+/// Gets a leaf (a batch's average) from which a gets-only batch is answered
+/// group by group (bpa::get_sorted) rather than by a pipeline of lookups
+/// that keeps many leaves' misses in flight.
+inline constexpr std::size_t dense_gets = 32;
+
 /// What the leaf phase reads of one batch.
 struct leaf_phase_input {
   routed_batch_view* routes = nullptr;  ///< key-sorted; keys of lower_bound ops are overwritten
@@ -169,6 +174,12 @@ struct leaf_phase_report {
   /// The sampled groups' point ops (one group in line_sample_groups) and
   /// the leaf lines they moved, counted after they ran.
   leaf_line_count lines;
+  /// Gets of a batch routed with hints (routed_batch_view::hinted) that were
+  /// answered at their hint, and those whose hint was missing or did not
+  /// hold a key the leaf holds (a stale guide: the index's signal to
+  /// refresh its guides).
+  std::size_t hinted_gets = 0;
+  std::size_t stale_hints = 0;
 };
 
 /// @brief Steps 1 and 2 of the leaf phase, then room for step 3 (waits):

@@ -93,6 +93,7 @@ struct route_lane {
 ///     nodes                      full: descent scratch between launches
 ///     flags                      1 where a run of equal ordinal starts
 ///     group_begin, group_ordinal the selects' outputs (room for n)
+///     hints                      full, with guides: the keys' leaf hints
 ///     selected                   G, written by the selects
 ///     iota                       iota[i] == i over its capacity
 ///     temp                       batch-wide CUB scratch (sort, selects)
@@ -106,6 +107,7 @@ struct route_resources {
   device_array<std::uint32_t> nodes;
   device_array<std::uint8_t> flags;
   device_array<std::uint32_t> group_begin, group_ordinal;
+  device_array<leaf_hint> hints;  // full, with guides: each key's leaf hint
   device_array<std::uint32_t> selected;
   device_array<std::uint32_t> iota;
   device_array<unsigned char> temp;
@@ -194,6 +196,10 @@ struct gpu_router::state {
 
   std::mutex route_mutex;
   detail::route_resources route;  // gpu_route.cu
+  // Leaf guides by leaf id (upload_guides, under route_mutex): guide_count
+  // of them hold guides, the rest of the capacity nothing.
+  detail::device_array<leaf_guide> guides;
+  std::size_t guide_count = 0;
 
   std::mutex scatter_mutex;
   detail::scatter_resources scatter;  // gpu_scatter.cu

@@ -1,10 +1,14 @@
 #pragma once
 /// @file
 /// Data-movement kernels of gpu_router (private): iota, run-start flags,
-/// gathers by position (a route's keys, args, types) and the answer scatter.
+/// gathers by position (a route's keys, args, types), the leaf hints and the
+/// answer scatter.
 /// Templates, so that several translation units may include them (unlike
 /// descend_kernels.cuh, these read no `__constant__` memory). Grid-stride
 /// loops over 64-bit indices: n may come close to 2^32.
+
+#include <tandem/core/leaf_guide.hpp>
+#include <tandem/core/types.hpp>
 
 #include <cuda_runtime.h>
 
@@ -38,6 +42,20 @@ template <class T>
 __global__ void run_start_kernel(const T* __restrict__ v, std::size_t n, std::uint8_t* __restrict__ flags) {
   for (std::size_t i = grid_first(); i < n; i += grid_stride()) {
     flags[i] = static_cast<std::uint8_t>(i == 0 || v[i] != v[i - 1]);
+  }
+}
+
+/// For i < n: the leaf hint of keys[i] in leaf leaf_ids[ordinals[i]]
+/// (core/leaf_guide.hpp), from that leaf's guide; no_hint where the
+/// ordinal or the leaf lies past the arrays.
+template <class Guide>
+__global__ void hint_kernel(const key_type* __restrict__ keys, const std::uint32_t* __restrict__ ordinals,
+                            std::size_t n, const leaf_id* __restrict__ leaf_ids, std::size_t leaf_count,
+                            const Guide* __restrict__ guides, std::size_t guide_count, leaf_hint* __restrict__ hints) {
+  for (std::size_t i = grid_first(); i < n; i += grid_stride()) {
+    const std::uint32_t ordinal = ordinals[i];
+    const leaf_id id = ordinal < leaf_count ? leaf_ids[ordinal] : no_leaf;
+    hints[i] = id < guide_count ? guide_hint(guides[id], keys[i]) : no_hint;
   }
 }
 

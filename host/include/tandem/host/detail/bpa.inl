@@ -218,6 +218,7 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::assign_sorted(const key_type* key
   }
   block_count_ = static_cast<uint_for<NumBlocks>>(blocks);
   sorted_mask_ = ~std::uint64_t{0};
+  ++epoch_;
   log_size_ = 0;
   log_sorted_ = true;
   size_ = static_cast<uint_for<capacity>>(n);
@@ -290,6 +291,7 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::flush() {
   }
   log_size_ = 0;
   log_sorted_ = true;
+  ++epoch_;
   verify_if_enabled();
 }
 
@@ -327,10 +329,11 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::verify() const {
       }
     }
   }
-  for (std::size_t i = 0; i < log_size_; ++i) {
+  const std::size_t logged = std::min<std::size_t>(log_size_, log_capacity);  // (checked above)
+  for (std::size_t i = 0; i < logged; ++i) {
     const key_type k = log_keys_[i];
     if (log_sorted_ && i > 0 && log_keys_[i - 1] >= k) fail("log marked sorted but is not");
-    for (std::size_t j = i + 1; j < log_size_; ++j) {
+    for (std::size_t j = i + 1; j < logged; ++j) {
       if (log_keys_[j] == k) fail("duplicate key " + std::to_string(k) + " in the log");
     }
     if (find_in_blocks(k).found()) fail("key " + std::to_string(k) + " both in the log and in a block");
@@ -416,17 +419,13 @@ typename basic_bpa<LogSize, NumBlocks, BlockSize>::line_tally basic_bpa<LogSize,
       mark(read, es + at + lookup_window - 1);
       if (size != 0) {
         bool in_window = false;
+        const std::size_t w = size >= lookup_window ? std::min(at, size - lookup_window) : 0;
         if (size >= lookup_window) {
-          mark_span(es + at, lookup_window * sizeof(entry));
-          in_window = es[at].key <= key && key <= es[at + lookup_window - 1].key;
+          mark_span(es + w, lookup_window * sizeof(entry));
+          in_window = es[w].key <= key && key <= es[w + lookup_window - 1].key;
         }
         if (!in_window) {
-          const entry* p = es;
-          mark(read, p);
-          for (std::size_t left = size; left > 1; left -= left / 2) {
-            mark(read, p + left / 2);
-            if (p[left / 2].key <= key) p += left / 2;
-          }
+          mark(read, es + search_outside_window(es, size, w, key, [&](const entry* p) { mark(read, p); }));
         }
       }
     } else {
@@ -463,8 +462,9 @@ typename basic_bpa<LogSize, NumBlocks, BlockSize>::slot basic_bpa<LogSize, NumBl
   if (sorted_mask_ >> b & 1) {
     std::size_t j = 0;
     bool in_window = false;
+    std::size_t w = 0;
     if (n >= lookup_window) {
-      const std::size_t w = std::min(static_cast<std::size_t>(g.index), n - lookup_window);
+      w = std::min(static_cast<std::size_t>(g.index), n - lookup_window);
       const entry* we = es + w;
       in_window = (we[0].key <= key) & (key <= we[lookup_window - 1].key);
       if (in_window) {
@@ -473,7 +473,7 @@ typename basic_bpa<LogSize, NumBlocks, BlockSize>::slot basic_bpa<LogSize, NumBl
         j = w + below - 1;
       }
     }
-    if (!in_window) j = last_not_above(es, n, key);
+    if (!in_window) j = search_outside_window(es, n, w, key);
     return {g.block, es[j].key == key ? static_cast<int>(j) : -1};
   }
   for (std::size_t i = 0; i < n; ++i) {

@@ -1,0 +1,302 @@
+// Leaf guides and hints (core/leaf_guide.hpp): a guide's hints are the
+// BPA's own lookup windows; a lookup from any hint, fresh, stale or
+// garbage, answers only what the BPA holds; the leaf phase answers gets
+// routed with fresh, stale and garbage hints as the model does.
+#include <tandem/batch.hpp>
+#include <tandem/core/inner_layout.hpp>
+#include <tandem/core/leaf_guide.hpp>
+#include <tandem/host/bpa.hpp>
+#include <tandem/host/leaf_phase.hpp>
+#include <tandem/host/leaf_store.hpp>
+#include <tandem/host/route.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace tandem;
+using namespace tandem::host;
+
+template <class B>
+class LeafHintTest : public ::testing::Test {};
+
+using geometries = ::testing::Types<basic_bpa<1, 1, 1>, basic_bpa<4, 4, 4>, basic_bpa<3, 5, 7>, basic_bpa<32, 32, 32>,
+                                    basic_bpa<64, 64, 32>>;
+TYPED_TEST_SUITE(LeafHintTest, geometries);
+
+template <class B>
+struct bpa_state {
+  std::unique_ptr<B> b;
+  std::map<key_type, value_type> model;
+  bool log_empty;
+};
+
+/// BPAs of `B` in several states, each with its model: inserted op by op
+/// (log and unsorted blocks), rebuilt from sorted keys, sorted, with keys
+/// erased from sorted blocks, of small keys; 0 and UINT64_MAX among the keys.
+template <class B>
+std::vector<bpa_state<B>> states(std::uint64_t seed) {
+  std::vector<bpa_state<B>> out;
+  std::mt19937_64 rng(seed);
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, B::capacity / 2, B::capacity - 1, B::capacity}) {
+    for (int form = 0; form < 4; ++form) {
+      auto b = std::make_unique<B>();
+      std::map<key_type, value_type> model;
+      std::vector<key_type> keys = {min_key, max_key, 1, max_key - 1};
+      while (keys.size() < n) keys.push_back(form == 3 ? rng() % (4 * B::capacity) : rng());
+      keys.resize(n);
+      for (key_type k : keys) model[k] = k ^ 0x9e3779b97f4a7c15ULL;
+      if (form == 0) {
+        for (const auto& [k, v] : model) b->upsert(k, v);
+      } else {
+        std::vector<key_type> ks;
+        std::vector<value_type> vs;
+        for (const auto& [k, v] : model) {
+          ks.push_back(k);
+          vs.push_back(v);
+        }
+        b->assign_sorted(ks.data(), vs.data(), ks.size());
+        if (form == 2) {  // erase every third key from the sorted blocks
+          for (std::size_t i = 0; i < ks.size(); i += 3) {
+            EXPECT_TRUE(b->erase(ks[i]));
+            model.erase(ks[i]);
+          }
+        }
+      }
+      if (form == 1) b->sort();
+      out.push_back({std::move(b), std::move(model), form != 0});
+    }
+  }
+  return out;
+}
+
+/// The keys to look up in a BPA of `model`: every key, its neighbours, the
+/// edge keys and random ones.
+std::vector<key_type> probes(const std::map<key_type, value_type>& model, std::mt19937_64& rng) {
+  std::vector<key_type> ks = {min_key, 1, max_key - 1, max_key};
+  for (const auto& [k, v] : model) {
+    ks.push_back(k);
+    ks.push_back(k + 1);
+    ks.push_back(k - 1);
+  }
+  for (int i = 0; i < 64; ++i) ks.push_back(rng());
+  return ks;
+}
+
+TYPED_TEST(LeafHintTest, GuideHintsAreTheBpasOwnLookupWindows) {
+  using B = TypeParam;
+  constexpr bool guided = B::num_blocks <= guide_blocks && B::block_capacity <= 0xff;
+  std::mt19937_64 rng(7);
+  for (auto& [b, model, log_empty] : states<B>(11)) {
+    leaf_guide g;
+    b->guide(g);
+    if (!guided) {
+      EXPECT_EQ(g.block_count, 0u);
+      EXPECT_EQ(guide_hint(g, 42), no_hint);
+      continue;
+    }
+    ASSERT_EQ(g.block_count, b->block_count());
+    for (key_type k : probes(model, rng)) {
+      const auto s = b->start_get(k);
+      ASSERT_EQ(static_cast<std::size_t>(guide_hint(g, k)),
+                static_cast<std::size_t>(s.block) * B::block_capacity + static_cast<std::size_t>(s.index))
+          << "key " << k;
+      value_type v = 1;
+      std::uint8_t f = 2;
+      const bool answered = b->finish_hinted(b->start_hinted(guide_hint(g, k)), k, &v, &f);
+      const auto it = model.find(k);
+      if (answered) {
+        ASSERT_NE(it, model.end()) << "key " << k;
+        ASSERT_EQ(v, it->second);
+        ASSERT_EQ(f, 1);
+      } else {
+        // Only a key of the log is not found at its hint.
+        ASSERT_TRUE(it == model.end() || !log_empty) << "key " << k;
+      }
+    }
+  }
+}
+
+TYPED_TEST(LeafHintTest, AnyHintAnswersOnlyWhatTheBpaHolds) {
+  using B = TypeParam;
+  std::mt19937_64 rng(3);
+  for (auto& [b, model, log_empty] : states<B>(5)) {
+    const std::vector<key_type> ks = probes(model, rng);
+    // Every hint a block can name, and past the blocks, for a sample of keys.
+    const std::size_t hints = B::num_blocks * B::block_capacity + 40;
+    for (std::size_t i = 0; i < ks.size(); i += 1 + ks.size() / 64) {
+      const key_type k = ks[i];
+      const auto it = model.find(k);
+      for (std::size_t h = 0; h <= hints; ++h) {
+        const leaf_hint hint = h == hints ? no_hint : static_cast<leaf_hint>(h);
+        value_type v = 1;
+        std::uint8_t f = 2;
+        if (b->finish_hinted(b->start_hinted(hint), k, &v, &f)) {
+          ASSERT_NE(it, model.end()) << "key " << k << " hint " << hint;
+          ASSERT_EQ(v, it->second);
+          ASSERT_EQ(f, 1);
+        } else {
+          ASSERT_EQ(f, 2) << "nothing written without an answer";
+        }
+      }
+    }
+  }
+}
+
+/// A store bulk-loaded with `n` keys (0 and UINT64_MAX among them), its
+/// table and layout, and the model.
+struct loaded {
+  leaf_store store;
+  leaf_table table;
+  inner_layout layout;
+  std::map<key_type, value_type> model;
+};
+
+std::unique_ptr<loaded> load(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::map<key_type, value_type> model;
+  model[min_key] = 7;
+  model[max_key] = 8;
+  while (model.size() < n) {
+    const key_type k = rng();
+    model[k] = k * 3;
+  }
+  std::vector<key_type> ks;
+  std::vector<value_type> vs;
+  for (const auto& [k, v] : model) {
+    ks.push_back(k);
+    vs.push_back(v);
+  }
+  auto l = std::make_unique<loaded>();
+  l->store = leaf_store::bulk_load(ks.data(), vs.data(), ks.size(), 0.75);
+  l->table = l->store.table();
+  l->layout = inner_layout::build(l->table.low_keys.data(), l->table.ids.data(), l->table.size(), 16);
+  l->model = std::move(model);
+  return l;
+}
+
+enum class hints_kind { fresh, stale, garbage, none };
+
+TEST(LeafHints, LeafPhaseAnswersGetsWithFreshStaleAndGarbageHints) {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    auto l = load(60000 + seed * 1000, seed);
+    // Guides as loaded: stale once the leaves change below.
+    std::vector<leaf_guide> guides(l->store.leaf_count());
+    for (std::size_t id = 0; id < guides.size(); ++id) l->store[static_cast<leaf_id>(id)].data.guide(guides[id]);
+    for (const hints_kind kind : {hints_kind::fresh, hints_kind::garbage, hints_kind::stale, hints_kind::none}) {
+      std::mt19937_64 rng(seed * 10 + static_cast<std::uint64_t>(kind));
+      if (kind == hints_kind::stale) {
+        // Erase runs of 256 keys in every 768 and insert new ones inside
+        // the leaves' fences, then flush: counts move, and where a leaf is
+        // redistributed its keys move to other blocks.
+        std::vector<key_type> present;
+        for (const auto& [k, v] : l->model) present.push_back(k);
+        for (std::size_t i = 0; i < present.size(); ++i) {
+          if ((i / 256) % 3 != 0) continue;
+          const leaf_id id = l->store.walk_right(0, present[i]);
+          ASSERT_TRUE(l->store[id].data.erase(present[i]));
+          l->model.erase(present[i]);
+          const key_type fresh = present[i] + 1 + rng() % 7;
+          auto& leaf = l->store[id];
+          if (i % 4 == 0 && fresh <= leaf.high && fresh > present[i] && !l->model.count(fresh) &&
+              leaf.data.upsert(fresh, fresh ^ 1) == upsert_status::inserted) {
+            l->model[fresh] = fresh ^ 1;
+          }
+        }
+        // Every other leaf redistributed: its keys move between blocks.
+        for (std::size_t id = 0; id < l->store.leaf_count(); ++id) {
+          bpa& data = l->store[static_cast<leaf_id>(id)].data;
+          data.flush();
+          if (id % 2 == 1) continue;
+          std::vector<key_type> ks;
+          std::vector<value_type> vs;
+          data.iterate(min_key, bpa::capacity, [&](key_type k, value_type v) {
+            ks.push_back(k);
+            vs.push_back(v);
+          });
+          data.assign_sorted(ks.data(), vs.data(), ks.size());
+        }
+      }
+      // Gets sparse over the leaves (the pipelined path): present keys,
+      // absent neighbours, the edge keys, repeats.
+      std::vector<key_type> present;
+      for (const auto& [k, v] : l->model) present.push_back(k);
+      std::vector<key_type> keys = {min_key, max_key, 1, max_key - 1};
+      const std::size_t n = l->store.leaf_count() * 4;
+      while (keys.size() < n) {
+        const key_type k = present[rng() % present.size()];
+        keys.push_back(rng() % 4 == 0 ? k + 1 : k);
+      }
+      batch b;
+      b.get(keys);
+      std::vector<std::uint32_t> positions(n), group_begin(n + 1), group_ordinal(n);
+      std::vector<key_type> routed_keys(n);
+      std::vector<leaf_hint> hints(n);
+      routed_batch_view rt;
+      rt.positions = positions.data();
+      rt.keys = routed_keys.data();
+      rt.group_begin = group_begin.data();
+      rt.group_ordinal = group_ordinal.data();
+      route_workspace ws;
+      route_sorted(l->layout.view(), keys.data(), nullptr, nullptr, n, 0, rt, ws);
+      ASSERT_TRUE(rt.key_sorted);
+      ASSERT_LT(n, dense_gets * rt.groups) << "the batch takes the pipelined path";
+      for (std::size_t g = 0; g < rt.groups; ++g) {
+        const leaf_id id = l->layout.leaf_ids()[rt.group_ordinal[g]];
+        for (std::uint32_t i = rt.group_begin[g]; i < rt.group_begin[g + 1]; ++i) {
+          leaf_guide now;
+          l->store[id].data.guide(now);
+          hints[i] = kind == hints_kind::garbage ? static_cast<leaf_hint>(rng())
+                     : kind == hints_kind::stale ? guide_hint(guides[id], rt.keys[i])
+                                                 : guide_hint(now, rt.keys[i]);
+        }
+      }
+      rt.hints = hints.data();
+      rt.hinted = kind != hints_kind::none;
+      std::vector<op_status> status(n, op_status::ok);
+      std::vector<value_type> values(n, 99);
+      std::vector<std::uint8_t> found(n, 2);
+      tandem::detail::answer_columns scans;
+      leaf_phase_input in;
+      in.routes = &rt;
+      in.n = n;
+      in.leaf_ids = l->layout.leaf_ids().data();
+      in.leaf_count = l->layout.leaf_count();
+      in.ops = &b;
+      in.status = status.data();
+      in.gets_only = true;
+      leaf_phase_report report;
+      leaf_phase_workspace work;
+      run_leaf_phase(l->store, in, {values.data(), found.data(), &scans}, report, work);
+      std::size_t hits = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto it = l->model.find(rt.keys[i]);
+        ASSERT_EQ(found[i], it != l->model.end() ? 1 : 0) << "key " << rt.keys[i];
+        ASSERT_EQ(values[i], it != l->model.end() ? it->second : 0) << "key " << rt.keys[i];
+        hits += it != l->model.end();
+      }
+      ASSERT_NO_THROW(l->store.verify());
+      if (kind == hints_kind::fresh) {
+        EXPECT_EQ(report.hinted_gets, hits) << "every present key is found at a fresh hint";
+        EXPECT_EQ(report.stale_hints, 0u);
+      } else if (kind == hints_kind::none) {
+        EXPECT_EQ(report.hinted_gets + report.stale_hints, 0u);
+      } else if (kind == hints_kind::stale) {  // stale hints name blocks: only found keys count
+        EXPECT_EQ(report.hinted_gets + report.stale_hints, hits);
+        EXPECT_GT(report.stale_hints, 0u);
+      } else {  // garbage: hints past the blocks count as missing, found or not
+        EXPECT_GE(report.hinted_gets + report.stale_hints, hits);
+        EXPECT_GT(report.stale_hints, 0u);
+      }
+    }
+  }
+}
+
+}  // namespace
