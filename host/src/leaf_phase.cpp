@@ -255,18 +255,37 @@ void count_group_lines(const leaf_store& store, const leaf_phase_input& in, std:
   const key_type* keys = rt.keys;
   const std::uint32_t e = rt.group_begin[g + 1];
   leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
-  if (rt.hinted) {  // stream_hinted_gets: the leaf's first line, then each get's window
-    count.ops += e - rt.group_begin[g];
-    count.lines += 1;
+  if (rt.hinted) {
+    // The leaf's first line, then the distinct lines of the ops' windows
+    // (and the searches past them), read and, for a write found there,
+    // written; an op not found at its hint adds its lookup from the leaf.
     const bpa& data = store[id].data;
+    constexpr std::size_t most = 512;  // distinct lines kept; past them lines count without dedup
+    std::uintptr_t read[most], written[most];
+    std::size_t reads = 0, writes = 0;
+    auto add = [&](std::uintptr_t* lines, std::size_t& k, const void* p) {
+      const std::uintptr_t l = reinterpret_cast<std::uintptr_t>(p) / 64;
+      if (k == most) {
+        ++count.lines;
+      } else if (std::find(lines, lines + k, l) == lines + k) {
+        lines[k++] = l;
+      }
+    };
+    add(read, reads, &store[id]);
     for (std::uint32_t i = rt.group_begin[g]; i < e; ++i) {
-      count.lines += data.hinted_lines(rt.hints[i], rt.keys[i]);
-      value_type v;
-      std::uint8_t f;
-      if (!data.finish_hinted(data.start_hinted(rt.hints[i]), rt.keys[i], &v, &f)) {  // then from the leaf
-        count.lines += store[store.walk_right(id, rt.keys[i])].data.lookup_lines(rt.keys + i, 1).read;
+      if (!in.gets_only && !is_point(types[i])) continue;
+      const bool dirties = !in.gets_only && is_write(types[i]);
+      ++count.ops;
+      data.hinted_entries(rt.hints[i], rt.keys[i], [&](const entry* p) { add(read, reads, p); });
+      if (const entry* at = data.find_hinted(data.start_hinted(rt.hints[i]), rt.keys[i])) {
+        if (dirties) add(written, writes, at);
+      } else {
+        const bpa::line_tally t = store[store.walk_right(id, rt.keys[i])].data.lookup_lines(
+            rt.keys + i, 1, 0, [&](std::size_t) { return dirties; });
+        count.lines += t.read + t.written;
       }
     }
+    count.lines += reads + writes;
     return;
   }
   for (std::uint32_t i = rt.group_begin[g]; i < e;) {
@@ -521,7 +540,8 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
                 } else {
                   while (j < e && is_point(types[j])) ++j;
                 }
-                const column_run run{keys + i, rt.args + i, rt.types + i, out.values + i, out.found + i};
+                const column_run run{keys + i,      rt.args + i,  rt.types + i,
+                                     out.values + i, out.found + i, rt.hinted ? rt.hints + i : nullptr};
                 std::int64_t added = 0;
                 id = store.apply_run(id, run, j - i, &ws.splits, added);
                 t.delta += added;

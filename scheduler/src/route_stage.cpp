@@ -68,9 +68,9 @@ void index::impl::route(prepared& p) {
   const inner_layout& version = *on_gpu;
   const std::size_t slice = cfg_.max_gpu_route_keys > 0 ? std::min(m, cfg_.max_gpu_route_keys) : m;
   if (m == n && slice == n) {
-    // Hints serve the gets of a batch sparse over the leaves (the leaf
-    // phase's pipeline); denser batches share the header lines anyway.
-    if (cfg_.gpu_leaf_hints && p.gets_only && n < host::dense_gets * version.leaf_count()) {
+    // Hints serve the point ops of a batch sparse over the leaves; denser
+    // batches share the header lines anyway.
+    if (cfg_.gpu_leaf_hints && n < host::dense_gets * version.leaf_count()) {
       out.hints = sp.final_route.hints.get(n);
     }
     route_gpu(p, out, out, 0, n);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <random>
 #include <vector>
@@ -146,6 +147,64 @@ TYPED_TEST(LeafHintTest, AnyHintAnswersOnlyWhatTheBpaHolds) {
           ASSERT_EQ(f, 2) << "nothing written without an answer";
         }
       }
+    }
+  }
+}
+
+// apply_per_op with hints (column_run::hints): runs of mixed point ops,
+// keys present and absent, repeated, the edge keys, with hints from the
+// BPA's guide before the run (stale once the run's first writes land),
+// garbage hints and no hints, answer and leave the BPA as the model does.
+TYPED_TEST(LeafHintTest, RunsOfPointOpsWithAnyHintsApplyLikeTheModel) {
+  using B = TypeParam;
+  std::mt19937_64 rng(19);
+  for (int mode = 0; mode < 3; ++mode) {
+    for (auto& [b, model, log_empty] : states<B>(29 + static_cast<std::uint64_t>(mode))) {
+      (void)log_empty;
+      std::vector<key_type> ks = probes(model, rng);
+      std::vector<key_type> keys;
+      for (std::size_t i = 0; i < 3 * B::capacity / 2 + 4; ++i) keys.push_back(ks[rng() % ks.size()]);
+      std::sort(keys.begin(), keys.end());
+      const std::size_t n = keys.size();
+      std::vector<value_type> values(n);
+      std::vector<std::uint8_t> kinds(n);
+      std::vector<value_type> results(n, 77);
+      std::vector<std::uint8_t> found(n, 2);
+      std::vector<leaf_hint> hints(n);
+      leaf_guide g;
+      b->guide(g);
+      for (std::size_t i = 0; i < n; ++i) {
+        values[i] = rng();
+        kinds[i] = static_cast<std::uint8_t>(rng() % 4);  // get, put, insert, erase
+        hints[i] = mode == 0 ? guide_hint(g, keys[i]) : static_cast<leaf_hint>(rng());
+      }
+      const column_run run{keys.data(), values.data(), kinds.data(), results.data(), found.data(),
+                           mode == 2 ? nullptr : hints.data()};
+      std::size_t done = 0;
+      while (done < n) {
+        const std::size_t k = b->apply(run.advanced(done), n - done, apply_path::per_op);
+        for (std::size_t i = done; i < done + k; ++i) {  // the model, op by op
+          const auto it = model.find(keys[i]);
+          ASSERT_EQ(found[i], it != model.end() ? 1 : 0) << "op " << i << " key " << keys[i];
+          ASSERT_EQ(results[i], it != model.end() ? it->second : 0) << "op " << i << " key " << keys[i];
+          switch (static_cast<op_kind>(kinds[i])) {
+            case op_kind::get: break;
+            case op_kind::put: model[keys[i]] = values[i]; break;
+            case op_kind::insert: model.emplace(keys[i], values[i]); break;
+            case op_kind::erase: model.erase(keys[i]); break;
+          }
+        }
+        done += k;
+        if (done < n) {  // full: make room as a split would, then go on
+          ASSERT_EQ(b->size(), B::capacity);
+          const key_type gone = model.begin()->first == keys[done] ? model.rbegin()->first : model.begin()->first;
+          ASSERT_TRUE(b->erase(gone));
+          model.erase(gone);
+        }
+      }
+      ASSERT_NO_THROW(b->verify());
+      ASSERT_EQ(b->size(), model.size());
+      for (const auto& [k, v] : model) ASSERT_EQ(b->get(k), std::optional<value_type>(v)) << "key " << k;
     }
   }
 }

@@ -286,20 +286,16 @@ class basic_bpa {
     TANDEM_PREFETCH(w + lookup_window - 1);
     return {static_cast<int>(b), static_cast<int>(at)};
   }
-  /// @return the block lines a lookup of `key` from `hint` reads: those
-  ///        `start_hinted` prefetches, and those `finish_hinted` compares
-  ///        beyond them (stats::leaf_lines; the counts' line not included).
-  [[nodiscard]] std::size_t hinted_lines(leaf_hint hint, key_type key) const noexcept {
+  /// @brief Shows `touch` each block entry a lookup of `key` from `hint`
+  ///        reads: those `start_hinted` prefetches, and those
+  ///        `finish_hinted` compares beyond them (stats::leaf_lines counts
+  ///        their lines; the counts' line is the caller's).
+  template <class Touch>
+  void hinted_entries(leaf_hint hint, key_type key, Touch&& touch) const noexcept {
     const slot g = start_hinted(hint);
-    if (g.block < 0) return 0;
+    if (g.block < 0) return;
     const entry* es = blocks_[g.block];
     const std::size_t at = std::min<std::size_t>(static_cast<std::size_t>(g.index), block_capacity - lookup_window);
-    std::size_t lines[std::min<std::size_t>(block_capacity / per_line + 4, 64)];
-    std::size_t count = 0;
-    auto touch = [&](const entry* p) {
-      const std::size_t l = static_cast<std::size_t>(p - es) / per_line;
-      if (std::find(lines, lines + count, l) == lines + count && count < std::size(lines)) lines[count++] = l;
-    };
     for (std::size_t i = at; i < at + lookup_window; ++i) touch(es + i);
     const std::size_t n = std::min<std::size_t>(block_size_[g.block], block_capacity);
     if (n != 0 && sorted_mask_ >> g.block & 1) {
@@ -310,7 +306,6 @@ class basic_bpa {
     } else {
       for (std::size_t i = 0; i < n; ++i) touch(es + i);
     }
-    return count;
   }
   /// @brief A lookup's second half from a hint, on the unchanged BPA: when
   ///        the hinted block holds `key` (keys are unique, so that answers
@@ -318,12 +313,18 @@ class basic_bpa {
   /// @return false when it does not: the key is absent, or the hint stale;
   ///         the caller looks the key up from its leaf.
   bool finish_hinted(slot guess, key_type key, value_type* value, std::uint8_t* found) const noexcept {
-    if (guess.block < 0) return false;
-    const slot s = find_from_guess(guess, key);
-    if (!s.found()) return false;
-    *value = blocks_[s.block][s.index].value;
+    const entry* e = find_hinted(guess, key);
+    if (e == nullptr) return false;
+    *value = e->value;
     *found = 1;
     return true;
+  }
+  /// @return the entry of `key` in the block of `guess` (from start_hinted),
+  ///         or null.
+  [[nodiscard]] const entry* find_hinted(slot guess, key_type key) const noexcept {
+    if (guess.block < 0) return nullptr;
+    const slot s = find_from_guess(guess, key);
+    return s.found() ? &blocks_[s.block][s.index] : nullptr;
   }
 
   /// @return a counter that changes (mod 2^16) whenever the blocks' bounds,
@@ -516,6 +517,12 @@ class basic_bpa {
       }
     }
     return std::min<std::size_t>(b, block_count_ - 1u);
+  }
+
+  /// Whether block `b` is route(key): its bounds hold the key.
+  [[nodiscard]] bool bounds_hold(std::size_t b, key_type key) const noexcept {
+    if (b >= std::min<std::size_t>(block_count_, num_blocks)) return false;
+    return (b == 0 || header_[b] <= key) && !(b + 1 < num_blocks && b + 1 < block_count_ && header_[b + 1] <= key);
   }
 
   /// The block that holds (or would hold) `key`, route(key), sought from

@@ -89,6 +89,9 @@ struct record_run {
   [[nodiscard]] op_kind kind(std::size_t i) const noexcept { return ops[i].kind; }
   void answer(std::size_t i, bool found, value_type value) const noexcept { results[i] = {found, value}; }
   [[nodiscard]] record_run advanced(std::size_t k) const noexcept { return {ops + k, results + k}; }
+  /// Records carry no route hints.
+  [[nodiscard]] bool hinted() const noexcept { return false; }
+  [[nodiscard]] leaf_hint hint(std::size_t) const noexcept { return no_hint; }
 };
 
 /// The same run as columns: op i is (keys[i], values[i], kinds[i]) (kinds:
@@ -99,6 +102,8 @@ struct column_run {
   const std::uint8_t* kinds;
   value_type* results;
   std::uint8_t* found;
+  /// The route's hints (core/leaf_guide.hpp) of the run's ops, or null.
+  const leaf_hint* hints = nullptr;
 
   static constexpr std::size_t key_stride = 1;
   [[nodiscard]] const key_type* keys() const noexcept { return keys_at; }
@@ -110,8 +115,10 @@ struct column_run {
     found[i] = f;
   }
   [[nodiscard]] column_run advanced(std::size_t k) const noexcept {
-    return {keys_at + k, values + k, kinds + k, results + k, found + k};
+    return {keys_at + k, values + k, kinds + k, results + k, found + k, hints ? hints + k : nullptr};
   }
+  [[nodiscard]] bool hinted() const noexcept { return hints != nullptr; }
+  [[nodiscard]] leaf_hint hint(std::size_t i) const noexcept { return hints[i]; }
 };
 
 }  // namespace tandem::host

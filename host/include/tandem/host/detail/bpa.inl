@@ -490,11 +490,22 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& ru
   slot located[lookup_chunk];
   for (std::size_t c = 0; c < n; c += lookup_chunk) {
     const std::size_t m = std::min(n - c, lookup_chunk);
-    b = guess_chunk(run.advanced(c).keys(), Run::key_stride, m, b, guesses);
+    // A chunk whose ops all carry route hints takes its guesses from them
+    // (no header line read); a key not found in its hinted block is then
+    // routed here unless that block's bounds hold it.
+    bool hinted = run.hinted();
+    for (std::size_t i = 0; hinted && i < m; ++i) hinted = run.hint(c + i) != no_hint;
+    if (hinted) {
+      for (std::size_t i = 0; i < m; ++i) guesses[i] = start_hinted(run.hint(c + i));
+    } else {
+      b = guess_chunk(run.advanced(c).keys(), Run::key_stride, m, b, guesses);
+    }
     // Every key of the chunk is located in its block before any op runs,
     // so that the lookups' cache misses (the bisections of keys outside
     // their windows among them) overlap.
-    for (std::size_t i = 0; i < m; ++i) located[i] = find_from_guess(guesses[i], run.key(c + i));
+    for (std::size_t i = 0; i < m; ++i) {
+      located[i] = guesses[i].block < 0 ? slot{-1, -1} : find_from_guess(guesses[i], run.key(c + i));
+    }
     bool erased = false;  // in a block: the slots located there may have moved
     for (std::size_t i = 0; i < m; ++i) {
       const key_type key = run.key(c + i);
@@ -503,6 +514,9 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& ru
       // guesses are stale and the key is routed again. A key absent from
       // its block is sought in the log, where an earlier op may have put it.
       slot s = guesses[i].block < 0 ? find_in_blocks(key) : erased ? find_from_guess(guesses[i], key) : located[i];
+      if (hinted && !s.found() && guesses[i].block >= 0 && !bounds_hold(static_cast<std::size_t>(guesses[i].block), key)) {
+        s = find_in_blocks(key);
+      }
       if (!s.found()) s = find_in_log(key);
       const bool adds = !s.found() && (kind == op_kind::put || kind == op_kind::insert);
       if (adds && size_ == capacity) return c + i;
