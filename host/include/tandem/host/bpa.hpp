@@ -121,7 +121,6 @@ class basic_bpa {
     block_count_ = 1;
     size_ = 0;
     sorted_mask_ = ~std::uint64_t{0};
-    ++epoch_;
     for (std::size_t b = 0; b < num_blocks; ++b) {
       header_[b] = max_key;
       block_size_[b] = 0;
@@ -326,10 +325,6 @@ class basic_bpa {
     const slot s = find_from_guess(guess, key);
     return s.found() ? &blocks_[s.block][s.index] : nullptr;
   }
-
-  /// @return a counter that changes (mod 2^16) whenever the blocks' bounds,
-  ///         counts or sorted bits may have: a guide taken before is stale.
-  [[nodiscard]] std::uint16_t layout_epoch() const noexcept { return epoch_; }
 
   /// @brief This BPA's blocks as a route's hints see them; a guide with
   ///        block_count 0 (no hints) for a geometry a guide cannot hold.
@@ -744,7 +739,6 @@ class basic_bpa {
       blocks_[b][i] = blocks_[b][n - 1];
     }
     block_size_[b] = static_cast<uint_for<BlockSize>>(n - 1);
-    ++epoch_;
   }
 
   /// Insertion sort of the log's parallel key/value arrays (or a copy of
@@ -785,7 +779,6 @@ class basic_bpa {
     // (the min() only tells the compiler what the invariants already say)
     sort_entries(blocks_[b], std::min<std::size_t>(block_size_[b], block_capacity));
     sorted_mask_ |= bit;
-    ++epoch_;
   }
 
   /// Merge log and blocks, redistribute evenly.
@@ -824,7 +817,6 @@ class basic_bpa {
   uint_for<LogSize> log_size_;
   bool log_sorted_;
   uint_for<BlockSize> block_size_[NumBlocks];
-  std::uint16_t epoch_ = 0;  // layout_epoch(): in the first line's padding
   key_type header_[NumBlocks];
   key_type log_keys_[LogSize];
   value_type log_values_[LogSize];

@@ -218,7 +218,6 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::assign_sorted(const key_type* key
   }
   block_count_ = static_cast<uint_for<NumBlocks>>(blocks);
   sorted_mask_ = ~std::uint64_t{0};
-  ++epoch_;
   log_size_ = 0;
   log_sorted_ = true;
   size_ = static_cast<uint_for<capacity>>(n);
@@ -291,7 +290,6 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::flush() {
   }
   log_size_ = 0;
   log_sorted_ = true;
-  ++epoch_;
   verify_if_enabled();
 }
 
