@@ -201,7 +201,7 @@ std::string gpu_line(const tandem_figures& t, const std::string& requested) {
 std::string scatter_text(const tandem_figures& t) {
   return "answers put back in batch order on the GPU for " + std::to_string(t.gpu_scatters) + " batches, on the host for " +
          std::to_string(t.host_scatters) + ", answered directly for " + std::to_string(t.direct_batches) +
-         "; leaf hints: " + std::to_string(t.hinted_gets) + " gets answered at their hint, " +
+         "; leaf hints: " + std::to_string(t.hinted_ops) + " point ops answered at their hint, " +
          std::to_string(t.stale_hints) + " missing or stale, " + std::to_string(t.guide_refreshes) +
          " guide refreshes";
 }
@@ -313,8 +313,8 @@ json row_of(const system_result& r, const row_context& ctx) {
   j["gpu_scatters"] = count(t.gpu_scatters);    // batches put back in batch order on the GPU
   j["host_scatters"] = count(t.host_scatters);  // ... on the host
   j["direct_batches"] = count(t.direct_batches);  // gets answered directly
-  j["hinted_gets"] = count(t.hinted_gets);      // gets answered at their route's hint
-  j["stale_hints"] = count(t.stale_hints);      // gets whose hint was missing or stale
+  j["hinted_ops"] = count(t.hinted_ops);      // point ops answered at their route's hint
+  j["stale_hints"] = count(t.stale_hints);      // point ops whose hint was missing or stale
   j["guide_refreshes"] = count(t.guide_refreshes);
   j["leaf_line_ops"] = count(t.leaf_line_ops);    // point ops whose leaf lines were counted
   j["leaf_lines_per_op"] = field(t.leaf_lines_per_op());

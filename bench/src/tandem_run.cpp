@@ -203,7 +203,7 @@ tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tand
   f.gpu_scatters = f.after.gpu_scatters - before.gpu_scatters;
   f.host_scatters = f.after.host_scatters - before.host_scatters;
   f.direct_batches = f.after.direct_batches - before.direct_batches;
-  f.hinted_gets = f.after.hinted_gets - before.hinted_gets;
+  f.hinted_ops = f.after.hinted_ops - before.hinted_ops;
   f.stale_hints = f.after.stale_hints - before.stale_hints;
   f.guide_refreshes = f.after.guide_refreshes - before.guide_refreshes;
   for (tandem::op_type t : {tandem::op_type::lower_bound, tandem::op_type::scan, tandem::op_type::count}) {

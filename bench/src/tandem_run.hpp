@@ -44,8 +44,8 @@ struct tandem_figures {
   std::uint64_t gpu_scatters = 0;  ///< batches whose answers went back to batch order on the GPU
   std::uint64_t host_scatters = 0; ///< ... on the host
   std::uint64_t direct_batches = 0; ///< batches of gets answered directly (no route, no scatter)
-  std::uint64_t hinted_gets = 0;    ///< gets answered at their route's hint (config.gpu_leaf_hints)
-  std::uint64_t stale_hints = 0;    ///< gets whose hint was missing or stale
+  std::uint64_t hinted_ops = 0;    ///< point ops answered at their route's hint (config.gpu_leaf_hints)
+  std::uint64_t stale_hints = 0;    ///< point ops whose hint was missing or stale
   std::uint64_t guide_refreshes = 0; ///< refreshes of the GPU's leaf guides in the run
   std::uint64_t range_ops = 0;     ///< lower_bounds, scans and counts in the run
   /// Sampled point ops of the run and the leaf lines they moved

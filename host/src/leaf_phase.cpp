@@ -41,7 +41,6 @@ constexpr std::size_t classify_grain = 512;
 /// A task starts loading a group's leaf header this many groups ahead.
 constexpr std::size_t prefetch_distance = 4;
 
-
 /// Gets in flight per task of a gets-only batch: a get's block and lookup
 /// window are found and the window's lines prefetched (bpa::start_get)
 /// `get_distance` gets before the key is located there and its value read
@@ -540,10 +539,14 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
                 } else {
                   while (j < e && is_point(types[j])) ++j;
                 }
+                std::size_t hint_counts[2] = {};
                 const column_run run{keys + i,      rt.args + i,  rt.types + i,
-                                     out.values + i, out.found + i, rt.hinted ? rt.hints + i : nullptr};
+                                     out.values + i, out.found + i, rt.hinted ? rt.hints + i : nullptr,
+                                     hint_counts};
                 std::int64_t added = 0;
                 id = store.apply_run(id, run, j - i, &ws.splits, added);
+                t.hints.hinted += hint_counts[0];
+                t.hints.stale += hint_counts[1];
                 t.delta += added;
               }
               i = j;
@@ -557,7 +560,7 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
   }
   report.key_delta = sum.delta;
   report.lines = sum.lines;
-  report.hinted_gets = sum.hints.hinted;
+  report.hinted_ops = sum.hints.hinted;
   report.stale_hints = sum.hints.stale;
   // Within the capacity reserved for them: no allocation.
   report.splits.assign(ws.splits.records, ws.splits.records + ws.splits.size());

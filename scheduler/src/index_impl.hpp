@@ -171,7 +171,7 @@ struct prepared {
   stage_times times;
   stage_bytes bytes;
   host::leaf_line_count lines;  // sampled point ops and their leaf lines (stats::leaf_lines)
-  std::size_t hinted_gets = 0, stale_hints = 0;  // stats::hinted_gets, stale_hints
+  std::size_t hinted_ops = 0, stale_hints = 0;  // stats::hinted_ops, stale_hints
   route_report info;
   bool gpu_scatter = false;
   std::uint64_t splits = 0;
@@ -195,7 +195,7 @@ struct prepared {
     times = {};
     bytes = {};
     lines = {};
-    hinted_gets = 0;
+    hinted_ops = 0;
     stale_hints = 0;
     info = {};
     gpu_scatter = false;

@@ -87,7 +87,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   p.bytes.leaf = lr.bytes;
   p.bytes.read = lr.read_bytes;
   p.lines = lr.lines;
-  p.hinted_gets = lr.hinted_gets;
+  p.hinted_ops = lr.hinted_ops;
   p.stale_hints = lr.stale_hints;
   keys_.store(static_cast<std::size_t>(static_cast<std::int64_t>(keys_.load()) + lr.key_delta),
               std::memory_order_release);
@@ -103,9 +103,9 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   } catch (...) {
     sync_pending_ = true;  // the next batch (or verify, or load) tries again
   }
-  if (p.routes.hints != nullptr) {  // asked for: refresh guides missing or found stale
+  if (p.routes.hints != nullptr) {  // asked for: refresh guides missing, or stale for 1 op in 8
     ++batches_since_guides_;
-    const bool stale = !p.routes.hinted || lr.stale_hints * 8 > lr.hinted_gets + lr.stale_hints;
+    const bool stale = !p.routes.hinted || lr.stale_hints * 8 > lr.hinted_ops + lr.stale_hints;
     if (stale && batches_since_guides_ >= guide_refresh_batches) refresh_guides();
   }
   p.times.sync = seconds_since(t0);

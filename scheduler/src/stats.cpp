@@ -40,7 +40,7 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
     stats_.total_bytes += p->bytes;
     stats_.leaf_line_ops += p->lines.ops;
     stats_.leaf_lines += p->lines.lines;
-    stats_.hinted_gets += p->hinted_gets;
+    stats_.hinted_ops += p->hinted_ops;
     stats_.stale_hints += p->stale_hints;
     stats_.last = p->times;
     stats_.last_batch_ops = n;

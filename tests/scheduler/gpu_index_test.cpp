@@ -332,10 +332,10 @@ TEST(GpuIndex, LeafHintsAnswerGetsLikeTheModelThroughWritesAndSplits) {
     EXPECT_EQ(s.gpu_failures, 0u);
     EXPECT_GT(s.splits, 0u);
     if (hints) {
-      EXPECT_GT(s.hinted_gets, 0u);
+      EXPECT_GT(s.hinted_ops, 0u);
       EXPECT_GE(s.guide_refreshes, 2u) << "the load's, then one after stale hints";
     } else {
-      EXPECT_EQ(s.hinted_gets + s.stale_hints + s.guide_refreshes, 0u);
+      EXPECT_EQ(s.hinted_ops + s.stale_hints + s.guide_refreshes, 0u);
     }
   }
 }

@@ -105,7 +105,7 @@ struct config {
   /// (sorted answers up, batch-order answers down) instead of on the host.
   /// Batches larger than max_gpu_route_keys (when set) scatter on the host.
   bool gpu_scatter = true;
-  /// Keep a guide of each leaf's blocks on the GPU (about 320 bytes a leaf,
+  /// Keep a guide of each leaf's blocks on the GPU (304 bytes a leaf,
   /// refreshed when the gets of a batch find many of them stale), so that a
   /// GPU route of a gets-only batch hands each get its block and lookup
   /// window with its leaf: the leaf phase then loads the window's lines

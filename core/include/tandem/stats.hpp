@@ -142,10 +142,10 @@ struct stats {
   std::uint64_t host_scatters = 0;   ///< ... on the host
   std::uint64_t direct_batches = 0;  ///< batches of gets answered directly (config.direct_get_ops)
   std::uint64_t caller_batches = 0;  ///< batches answered on the submitting thread (config.caller_runs)
-  /// Gets of GPU-routed batches answered at the block and window their
+  /// Point ops of GPU-routed batches answered at the block and window their
   /// route hinted (config.gpu_leaf_hints), and those whose hint was missing
   /// or stale; refreshes of the GPU's leaf guides (loads included).
-  std::uint64_t hinted_gets = 0, stale_hints = 0, guide_refreshes = 0;
+  std::uint64_t hinted_ops = 0, stale_hints = 0, guide_refreshes = 0;
 
   /// Per batch: from submit until the dispatcher took it up (queue wait),
   /// and from then until its answer was handed over (execution).

@@ -174,11 +174,11 @@ struct leaf_phase_report {
   /// The sampled groups' point ops (one group in line_sample_groups) and
   /// the leaf lines they moved, counted after they ran.
   leaf_line_count lines;
-  /// Gets of a batch routed with hints (routed_batch_view::hinted) that were
-  /// answered at their hint, and those whose hint was missing or did not
-  /// hold a key the leaf holds (a stale guide: the index's signal to
-  /// refresh its guides).
-  std::size_t hinted_gets = 0;
+  /// Point ops of a batch routed with hints (routed_batch_view::hinted)
+  /// answered at their hint, and those whose hint was missing or whose
+  /// hinted block did not hold the key (a stale guide: the index's signal
+  /// to refresh its guides).
+  std::size_t hinted_ops = 0;
   std::size_t stale_hints = 0;
 };
 

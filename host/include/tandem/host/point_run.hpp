@@ -92,6 +92,7 @@ struct record_run {
   /// Records carry no route hints.
   [[nodiscard]] bool hinted() const noexcept { return false; }
   [[nodiscard]] leaf_hint hint(std::size_t) const noexcept { return no_hint; }
+  void count_hints(std::size_t, std::size_t) const noexcept {}
 };
 
 /// The same run as columns: op i is (keys[i], values[i], kinds[i]) (kinds:
@@ -104,6 +105,9 @@ struct column_run {
   std::uint8_t* found;
   /// The route's hints (core/leaf_guide.hpp) of the run's ops, or null.
   const leaf_hint* hints = nullptr;
+  /// Where `apply` counts the ops it took from hints and those whose hint
+  /// was missing or stale (its block does not hold the key), or null.
+  std::size_t* hint_counts = nullptr;  // [2]
 
   static constexpr std::size_t key_stride = 1;
   [[nodiscard]] const key_type* keys() const noexcept { return keys_at; }
@@ -115,10 +119,15 @@ struct column_run {
     found[i] = f;
   }
   [[nodiscard]] column_run advanced(std::size_t k) const noexcept {
-    return {keys_at + k, values + k, kinds + k, results + k, found + k, hints ? hints + k : nullptr};
+    return {keys_at + k, values + k, kinds + k, results + k, found + k, hints ? hints + k : nullptr, hint_counts};
   }
   [[nodiscard]] bool hinted() const noexcept { return hints != nullptr; }
   [[nodiscard]] leaf_hint hint(std::size_t i) const noexcept { return hints[i]; }
+  void count_hints(std::size_t hinted, std::size_t stale) const noexcept {
+    if (hint_counts == nullptr) return;
+    hint_counts[0] += hinted;
+    hint_counts[1] += stale;
+  }
 };
 
 }  // namespace tandem::host

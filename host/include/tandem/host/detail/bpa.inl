@@ -512,12 +512,14 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& ru
       // guesses are stale and the key is routed again. A key absent from
       // its block is sought in the log, where an earlier op may have put it.
       slot s = guesses[i].block < 0 ? find_in_blocks(key) : erased ? find_from_guess(guesses[i], key) : located[i];
-      if (hinted && !s.found() && guesses[i].block >= 0 && !bounds_hold(static_cast<std::size_t>(guesses[i].block), key)) {
-        s = find_in_blocks(key);
-      }
+      // (hinted: a hint's block that does not hold the key is stale)
+      const bool stale = hinted && !s.found() && guesses[i].block >= 0 &&
+                         !bounds_hold(static_cast<std::size_t>(guesses[i].block), key);
+      if (stale) s = find_in_blocks(key);
       if (!s.found()) s = find_in_log(key);
       const bool adds = !s.found() && (kind == op_kind::put || kind == op_kind::insert);
       if (adds && size_ == capacity) return c + i;
+      if (run.hinted()) run.count_hints(hinted && !stale, !hinted || stale);  // !hinted: a hint missing
       // The key's value slot, for the answer and a put (a key not found has
       // slot {-1, -1}: its index clamped, the log's first value's).
       value_type* const value = value_at({s.block, std::max(s.index, 0)});
