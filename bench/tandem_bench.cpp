@@ -467,15 +467,17 @@ int main(int argc, char** argv) {
     if (!load_how.empty()) std::printf("        load: %s\n", load_how.c_str());
     const double data_bytes = static_cast<double>(t.after.keys) * 16;
     auto percent = [&](std::size_t b) { return data_bytes > 0 ? 100.0 * static_cast<double>(b) / data_bytes : 0.0; };
-    const std::size_t radix_bytes = t.after.host_bytes - t.after.leaf_bytes - t.after.inner_bytes;
-    std::printf("        memory held: host %s (leaves %s, inner layout %s, its radix table %s; %.2f bytes per byte of "
-                "pairs), GPU %s "
-                "(%.3f%% of the pairs' %s: the inner layout, %.3f%% a version, and route/scatter arrays sized by "
-                "the largest batch)\n",
+    const std::size_t radix_bytes =
+        t.after.host_bytes - t.after.leaf_bytes - t.after.inner_bytes - t.after.guide_bytes;
+    std::printf("        memory held: host %s (leaves %s, inner layout %s, its radix table %s, leaf guides %s; %.2f "
+                "bytes per byte of pairs), GPU %s "
+                "(%.3f%% of the pairs' %s: the inner layout, %.3f%% a version, the leaf guides, and route/scatter "
+                "arrays sized by the largest batch)\n",
                 bytes_text(static_cast<double>(t.after.host_bytes)).c_str(),
                 bytes_text(static_cast<double>(t.after.leaf_bytes)).c_str(),
                 bytes_text(static_cast<double>(t.after.inner_bytes)).c_str(),
                 bytes_text(static_cast<double>(radix_bytes)).c_str(),
+                bytes_text(static_cast<double>(t.after.guide_bytes)).c_str(),
                 data_bytes > 0 ? static_cast<double>(t.after.host_bytes) / data_bytes : 0.0,
                 bytes_text(static_cast<double>(t.after.gpu_bytes)).c_str(), percent(t.after.gpu_bytes),
                 bytes_text(data_bytes).c_str(), percent(t.after.inner_bytes));

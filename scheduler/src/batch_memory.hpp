@@ -50,6 +50,7 @@ class host_array {
     return data_;
   }
   [[nodiscard]] T* data() const noexcept { return data_; }
+  [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   /// Gives the memory back.
   void release() noexcept {
     free_host(data_, kind_);

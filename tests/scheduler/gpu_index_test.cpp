@@ -334,8 +334,9 @@ TEST(GpuIndex, LeafHintsAnswerGetsLikeTheModelThroughWritesAndSplits) {
     if (hints) {
       EXPECT_GT(s.hinted_ops, 0u);
       EXPECT_GE(s.guide_refreshes, 2u) << "the load's, then one after stale hints";
+      EXPECT_GE(s.guide_bytes, leaves * sizeof(leaf_guide));  // the load's leaves at least
     } else {
-      EXPECT_EQ(s.hinted_ops + s.stale_hints + s.guide_refreshes, 0u);
+      EXPECT_EQ(s.hinted_ops + s.stale_hints + s.guide_refreshes + s.guide_bytes, 0u);
     }
   }
 }

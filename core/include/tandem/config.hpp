@@ -115,7 +115,7 @@ struct config {
   /// beyond it is routed in slices of this many keys, one after another,
   /// and the host merges the sorted slices. Bounds the device memory the
   /// index holds for batches (~60 bytes a key routed at once) apart from
-  /// the inner layout: set it when the GPU must stay small beside big
+  /// the inner layout and the leaf guides (gpu_leaf_hints): set it when the GPU must stay small beside big
   /// batches (e.g. 2^21 keeps batch arrays near 130 MB).
   std::size_t max_gpu_route_keys = 0;
   /// Consecutive GPU failures after which the GPU is marked degraded and

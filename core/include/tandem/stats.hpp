@@ -110,14 +110,17 @@ struct stats {
   int inner_height = 0;              ///< inner levels above the leaves
   std::size_t inner_bytes = 0;       ///< size of the inner layout
   std::size_t leaf_bytes = 0;        ///< host memory of the leaves (keys, values, fences, BPA headers)
+  /// Leaf guides (config.gpu_leaf_hints): the host's copy, and as much
+  /// again on the GPU (in gpu_bytes). 0 without a GPU or with hints off.
+  std::size_t guide_bytes = 0;
   /// Host memory of the index's data: leaf_bytes + inner_bytes + the
   /// inner layout's radix table (host only: low keys and 36 bytes an
-  /// interval, inner_layout::radix). Batch
+  /// interval, inner_layout::radix) + guide_bytes. Batch
   /// buffers (pools sized by the largest batch, not by the data) are not
   /// counted.
   std::size_t host_bytes = 0;
   /// Device memory the index holds: its inner layout (two versions while
-  /// one is re-synced) and the GPU's grow-only route and scatter arrays,
+  /// one is re-synced), the leaf guides and the GPU's grow-only route and scatter arrays,
   /// sized by the largest batch so far. 0 without a GPU.
   std::size_t gpu_bytes = 0;
   std::size_t threads = 0;           ///< worker threads of the arena
