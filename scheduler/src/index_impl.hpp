@@ -300,8 +300,9 @@ class index::impl {
   // inner_sync.cpp
   void open_gpu();
   void sync_gpu();
-  /// Copies every leaf's guide to the GPU (config.gpu_leaf_hints); a failure
-  /// leaves routes without hints until the next refresh.
+  /// Copies every leaf's guide to the GPU (config.gpu_leaf_hints). Without
+  /// the host memory the GPU keeps the guides it had; a GPU failure leaves it
+  /// none (routes give no hints) until the next refresh.
   void refresh_guides();
   void note_gpu_failure();
   std::shared_ptr<const inner_layout> layout_snapshot() const;

@@ -97,7 +97,7 @@ struct leaf_guide {
   std::uint8_t window;                 ///< entries of a lookup window
 };
 
-/// A get's block and window start in its leaf: block * block_capacity +
+/// A point op's block and window start in its leaf: block * block_capacity +
 /// slot, or `no_hint`.
 using leaf_hint = std::uint16_t;
 inline constexpr leaf_hint no_hint = 0xffff;

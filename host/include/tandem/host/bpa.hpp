@@ -70,7 +70,6 @@
 #include <tandem/host/point_run.hpp>
 
 #include <algorithm>
-#include <iterator>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
