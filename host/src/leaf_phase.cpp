@@ -190,20 +190,15 @@ void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_
   for (; read < gb[g_end]; ++read) answer(read);
 }
 
-/// How stream_hinted_gets fared.
-struct hint_tally {
-  std::size_t hinted = 0;  // answered at the hint
-  std::size_t stale = 0;   // missing hint, or found elsewhere than the hint
-};
-
 /// stream_gets with the route's hints (routed_batch_view::hints): a get's
 /// window lines are prefetched straight from its hint, `get_distance` gets
 /// ahead, and only the leaf's first line (the block counts) besides; no
 /// header line is read. A get whose hinted block does not hold its key (an
 /// absent key, a stale hint) is looked up from its leaf as stream_gets
-/// does, at once.
-hint_tally stream_hinted_gets(const leaf_store& store, const leaf_phase_input& in, std::size_t g_begin,
-                              std::size_t g_end, const sorted_answers& out) {
+/// does, at once. Counts into `t` (stale: a hint missing, or the key found
+/// elsewhere).
+void stream_hinted_gets(const leaf_store& store, const leaf_phase_input& in, std::size_t g_begin, std::size_t g_end,
+                        const sorted_answers& out, hint_counts& t) {
   const routed_batch_view& rt = *in.routes;
   const key_type* keys = rt.keys;
   const leaf_hint* hints = rt.hints;
@@ -213,7 +208,6 @@ hint_tally stream_hinted_gets(const leaf_store& store, const leaf_phase_input& i
     bpa::slot slot;  // block -1: no hint
   };
   pending ring[get_ring];
-  hint_tally t;
   std::uint32_t read = gb[g_begin];
   auto answer = [&](std::uint32_t i) {
     const pending& p = ring[i % get_ring];
@@ -240,7 +234,6 @@ hint_tally stream_hinted_gets(const leaf_store& store, const leaf_phase_input& i
     }
   }
   for (; read < gb[g_end]; ++read) answer(read);
-  return t;
 }
 
 /// Adds the leaf lines that the point ops of group `g` moved (bpa::lookup_lines)
@@ -472,7 +465,7 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
   struct tally {
     std::int64_t delta = 0;  // keys added minus keys removed
     leaf_line_count lines;
-    hint_tally hints;
+    hint_counts hints;
   };
   const auto add = [](tally a, const tally& b) {
     a.delta += b.delta;
@@ -487,9 +480,7 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
         all_groups, tally{},
         [&](const tbb::blocked_range<std::size_t>& r, tally t) {
           if (rt.hinted) {
-            const hint_tally h = stream_hinted_gets(store, in, r.begin(), r.end(), out);
-            t.hints.hinted += h.hinted;
-            t.hints.stale += h.stale;
+            stream_hinted_gets(store, in, r.begin(), r.end(), out, t.hints);
           } else {
             stream_gets(store, in, r.begin(), r.end(), out);
           }
@@ -539,14 +530,11 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
                 } else {
                   while (j < e && is_point(types[j])) ++j;
                 }
-                std::size_t hint_counts[2] = {};
                 const column_run run{keys + i,      rt.args + i,  rt.types + i,
                                      out.values + i, out.found + i, rt.hinted ? rt.hints + i : nullptr,
-                                     hint_counts};
+                                     &t.hints};
                 std::int64_t added = 0;
                 id = store.apply_run(id, run, j - i, &ws.splits, added);
-                t.hints.hinted += hint_counts[0];
-                t.hints.stale += hint_counts[1];
                 t.delta += added;
               }
               i = j;

@@ -178,9 +178,9 @@ TYPED_TEST(LeafHintTest, RunsOfPointOpsWithAnyHintsApplyLikeTheModel) {
         kinds[i] = static_cast<std::uint8_t>(rng() % 4);  // get, put, insert, erase
         hints[i] = mode == 0 ? guide_hint(g, keys[i]) : static_cast<leaf_hint>(rng());
       }
-      std::size_t counts[2] = {};
+      hint_counts counts;
       const column_run run{keys.data(), values.data(), kinds.data(), results.data(), found.data(),
-                           mode == 2 ? nullptr : hints.data(), counts};
+                           mode == 2 ? nullptr : hints.data(), &counts};
       std::size_t done = 0;
       while (done < n) {
         const std::size_t k = b->apply(run.advanced(done), n - done, apply_path::per_op);
@@ -209,11 +209,11 @@ TYPED_TEST(LeafHintTest, RunsOfPointOpsWithAnyHintsApplyLikeTheModel) {
       // Every op applied op by op is counted once: at its hint, or its hint
       // missing or stale; without hints nothing is.
       if (mode == 2) {
-        EXPECT_EQ(counts[0] + counts[1], 0u);
+        EXPECT_EQ(counts.hinted + counts.stale, 0u);
       } else {
-        EXPECT_LE(counts[0] + counts[1], n);
+        EXPECT_LE(counts.hinted + counts.stale, n);
         if (mode == 0 && g.block_count != 0) {
-          EXPECT_GT(counts[0], 0u);
+          EXPECT_GT(counts.hinted, 0u);
         }
       }
     }

@@ -329,7 +329,7 @@ class basic_bpa {
   ///        block_count 0 (no hints) for a geometry a guide cannot hold.
   void guide(leaf_guide& g) const noexcept {
     g = leaf_guide{};
-    if constexpr (num_blocks <= guide_blocks && block_capacity <= 0xff && lookup_window <= block_capacity) {
+    if constexpr (num_blocks <= guide_blocks && block_capacity <= 0xff) {
       for (std::size_t b = 0; b < guide_blocks; ++b) {
         g.bound[b] = b < block_count_ ? header_[b] : max_key;
         g.size[b] = b < block_count_ ? static_cast<std::uint8_t>(block_size_[b]) : 0;

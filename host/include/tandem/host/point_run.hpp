@@ -73,6 +73,13 @@ struct point_result {
   value_type value;
 };
 
+/// Point ops answered at their route's hint, and those whose hint was
+/// missing or stale (its block did not hold the key).
+struct hint_counts {
+  std::size_t hinted = 0;
+  std::size_t stale = 0;
+};
+
 /// A key-sorted run of point ops and where their results go, as records:
 /// `apply` reads the run through this interface, so that a run given as
 /// columns (`column_run`) is applied where it lies, without a copy.
@@ -105,9 +112,8 @@ struct column_run {
   std::uint8_t* found;
   /// The route's hints (core/leaf_guide.hpp) of the run's ops, or null.
   const leaf_hint* hints = nullptr;
-  /// Where `apply` counts the ops it took from hints and those whose hint
-  /// was missing or stale (its block does not hold the key), or null.
-  std::size_t* hint_counts = nullptr;  // [2]
+  /// Where `apply` counts how the ops' hints fared, or null.
+  hint_counts* counts = nullptr;
 
   static constexpr std::size_t key_stride = 1;
   [[nodiscard]] const key_type* keys() const noexcept { return keys_at; }
@@ -119,14 +125,14 @@ struct column_run {
     found[i] = f;
   }
   [[nodiscard]] column_run advanced(std::size_t k) const noexcept {
-    return {keys_at + k, values + k, kinds + k, results + k, found + k, hints ? hints + k : nullptr, hint_counts};
+    return {keys_at + k, values + k, kinds + k, results + k, found + k, hints ? hints + k : nullptr, counts};
   }
   [[nodiscard]] bool hinted() const noexcept { return hints != nullptr; }
   [[nodiscard]] leaf_hint hint(std::size_t i) const noexcept { return hints[i]; }
   void count_hints(std::size_t hinted, std::size_t stale) const noexcept {
-    if (hint_counts == nullptr) return;
-    hint_counts[0] += hinted;
-    hint_counts[1] += stale;
+    if (counts == nullptr) return;
+    counts->hinted += hinted;
+    counts->stale += stale;
   }
 };
 
