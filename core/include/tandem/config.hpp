@@ -118,6 +118,18 @@ struct config {
   /// the inner layout and the leaf guides (gpu_leaf_hints): set it when the GPU must stay small beside big
   /// batches (e.g. 2^21 keeps batch arrays near 130 MB).
   std::size_t max_gpu_route_keys = 0;
+  /// Most bytes of GPU memory the index holds at any time (0: no bound;
+  /// otherwise at least 1 MiB). Counted: both versions of the inner
+  /// layout's mirror, the leaf guides, the route and scatter arrays and the
+  /// load's sort runs. The index stays within it by giving things up in
+  /// this order: the leaf guides are dropped (no hints; answers are the
+  /// same), a GPU route takes at most as many keys as the rest allows (a
+  /// larger share goes in slices, as with max_gpu_route_keys, the smaller
+  /// bound winning), and when not even the two layout versions and a slice
+  /// of 2^16 keys fit, routing stays on the CPU (stats().device says why).
+  /// Re-checked whenever the inner layout grows. stats().gpu_bytes is what
+  /// the index holds, stats().gpu_budget_bytes this bound.
+  std::size_t max_gpu_bytes = 0;
   /// Consecutive GPU failures after which the GPU is marked degraded and
   /// routing stays on the CPU.
   int gpu_failure_limit = 3;

@@ -123,6 +123,13 @@ struct stats {
   /// one is re-synced), the leaf guides and the GPU's grow-only route and scatter arrays,
   /// sized by the largest batch so far. 0 without a GPU.
   std::size_t gpu_bytes = 0;
+  /// config.max_gpu_bytes (0: no bound); gpu_bytes stays at or below it.
+  std::size_t gpu_budget_bytes = 0;
+  /// Most keys one GPU route takes now: config.max_gpu_route_keys or what
+  /// the budget leaves for route arrays, the smaller (0: no bound).
+  std::size_t gpu_route_keys = 0;
+  /// Leaf guides left off the GPU to keep within max_gpu_bytes (no hints).
+  bool guides_dropped = false;
   std::size_t threads = 0;           ///< worker threads of the arena
 
   std::string device;                ///< where routing runs, e.g. "cpu (no GPU: ...)"
