@@ -34,23 +34,32 @@ inline constexpr auto_share_t auto_share{};
 
 struct config {
   /// Worker threads of the index's TBB arena (routing and leaf phase);
-  /// 0 means one per hardware thread.
+  /// 0 means one per hardware thread. Range: 0, or [1, 4096].
   std::size_t threads = 0;
-  /// Fanout of the inner B+tree nodes: 16, 32 or 64.
+  /// Fanout of the inner B+tree nodes. Range: 16, 32 or 64.
   int fanout = 32;
-  /// Fill factor of leaves written by `index::load`, in (0, 1]: room left
-  /// for inserts before leaves split.
+  /// Fill factor of leaves written by `index::load`: room left for inserts
+  /// before leaves split. Range: [0.0625, 1]. A leaf holds 1024 keys, so
+  /// the lowest fill, 1/16, still loads 64 into each (two of its 32
+  /// blocks). Below it a load makes more than 16 times the leaves of a
+  /// full one (0.002 puts 2 keys in a leaf: 1,502 leaves for 3,003 keys);
+  /// memory, inner levels and the leaves each op reads grow with them,
+  /// for room that inserts do not need.
   double leaf_fill = 0.75;
-  /// Where routing runs (see device_kind).
+  /// Where routing runs (see device_kind). Range: the enumerators of
+  /// device_kind (an integer cast to it outside them is rejected).
   device_kind device = device_kind::automatic;
-  /// Batches with fewer ops than this route on the CPU only.
+  /// Batches with fewer ops than this route on the CPU only. Range: any;
+  /// 0 and 1 let every batch use the GPU.
   std::size_t min_gpu_batch = 1u << 14;
   /// Batches of at most this many ops run every stage on the dispatcher
   /// thread alone (no worker is woken, nothing fans out): a small batch
   /// costs less than the hand-offs to other threads would. A batch whose
   /// scans may return more than 64 entries per op of this bound together
   /// (by their limits: 4096 entries by default) is not small: its copying
-  /// goes to the workers. 0: never.
+  /// goes to the workers. 0: never. Range: [0, 2^32]: a batch holds at
+  /// most 2^32 - 2 ops, so a larger bound says nothing more, and the scan
+  /// bound (64 entries an op of it, in bytes) stays far within 64 bits.
   std::size_t small_batch_ops = 64;
   /// Batches of gets only with at most this many ops (group-commit batches
   /// counted whole) and at most 4 gets per leaf of the index (or at most
@@ -62,7 +71,7 @@ struct config {
   /// small_batch_ops, without callbacks) run as tasks on the workers, as
   /// many at once as a quarter of the threads (at most 4), while the
   /// dispatcher takes up the batches behind them; a batch that writes waits
-  /// for them. 0: never.
+  /// for them. 0: never. Range: any.
   std::size_t direct_get_ops = std::size_t{1} << 16;
   /// Caller runs: a batch of at most small_batch_ops ops, all gets (and at
   /// most direct_get_ops), submitted for a future (`submit(b)`, `execute`)
@@ -74,6 +83,7 @@ struct config {
   /// submitted after it see it done). Batches with a callback, writes or
   /// scans, and batches submitted while others wait go through the queue.
   /// false: every batch goes through the queue and the dispatcher thread.
+  /// Range: any.
   bool caller_runs = true;
   /// Group commit: batches found waiting in the queue together are run as
   /// one batch of at most this many ops (each still takes effect in queue
@@ -82,41 +92,51 @@ struct config {
   /// fixed costs of one. Batches of more ops run alone, and batches are
   /// folded only while their scans' limits fit group_commit_output_bytes
   /// and max_batch_output_bytes together (the cap stays per batch). 0:
-  /// never fold.
+  /// never fold. Range: [0, 2^32 - 2]: a fold runs as one batch, and a
+  /// batch holds at most 2^32 - 2 ops (its positions are 32-bit).
   std::size_t group_commit_ops = std::size_t{1} << 16;
   /// Most bytes of scan entries (by the scans' limits) that batches folded
   /// by group commit may return together; a batch whose scans may return
   /// more runs alone. Such a batch already carries its fixed costs, and a
   /// fold's scan output lives in one pooled buffer, which a larger fold
   /// than any before must grow (fresh pages, first touched inside the
-  /// batch). 0: batches with scans are not folded.
+  /// batch). 0: batches with scans are not folded. Range: any.
   std::size_t group_commit_output_bytes = std::size_t{1} << 24;
   /// Microseconds the dispatcher keeps looking for the next batch before it
   /// sleeps (counted again from each batch answered on its caller,
   /// caller_runs): a batch submitted within it starts without a wake-up. 0:
-  /// sleep at once.
+  /// sleep at once. Range: [0, 10^6] (one second): the spin keeps a core
+  /// busy, and a wake-up costs microseconds; a longer spin is a mistake.
   unsigned dispatcher_spin_us = 50;
-  /// Share of each batch's keys routed on the GPU, in [0, 1]; a negative
-  /// value means automatic (see index::set_gpu_share).
+  /// Share of each batch's keys routed on the GPU; a negative value means
+  /// automatic (see index::set_gpu_share). Range: [0, 1], or any negative
+  /// value; NaN is rejected.
   double gpu_share = -1;
   /// Ordering of keys before the GPU descent (all give the same answers).
+  /// Range: the enumerators of gpu_query_order (an integer cast to it
+  /// outside them is rejected).
   gpu_query_order gpu_order = gpu_query_order::full_sort;
   /// Put a GPU-routed batch's answers back in batch order on the GPU
   /// (sorted answers up, batch-order answers down) instead of on the host.
   /// Batches larger than max_gpu_route_keys (when set) scatter on the host.
+  /// Range: any.
   bool gpu_scatter = true;
   /// Keep a guide of each leaf's blocks on the GPU (304 bytes a leaf,
   /// refreshed when the gets of a batch find many of them stale), so that a
   /// GPU route of a gets-only batch hands each get its block and lookup
   /// window with its leaf: the leaf phase then loads the window's lines
   /// without reading the leaf's header first. Answers are the same either way.
+  /// Range: any.
   bool gpu_leaf_hints = true;
   /// Most keys one GPU route call takes (0: no bound). A batch's GPU share
   /// beyond it is routed in slices of this many keys, one after another,
   /// and the host merges the sorted slices. Bounds the device memory the
   /// index holds for batches (~60 bytes a key routed at once) apart from
   /// the inner layout and the leaf guides (gpu_leaf_hints): set it when the GPU must stay small beside big
-  /// batches (e.g. 2^21 keeps batch arrays near 130 MB).
+  /// batches (e.g. 2^21 keeps batch arrays near 130 MB). Range: 0, or
+  /// [256, 2^32]: each slice is a GPU route of its own (launches, copies,
+  /// a part of the merge), which slices of fewer keys do not repay; a
+  /// batch holds fewer than 2^32 keys, so no larger bound is needed.
   std::size_t max_gpu_route_keys = 0;
   /// Most bytes of GPU memory the index holds at any time (0: no bound;
   /// otherwise at least 1 MiB). Counted: both versions of the inner
@@ -128,10 +148,11 @@ struct config {
   /// bound winning), and when not even the two layout versions and a slice
   /// of 2^16 keys fit, routing stays on the CPU (stats().device says why).
   /// Re-checked whenever the inner layout grows. stats().gpu_bytes is what
-  /// the index holds, stats().gpu_budget_bytes this bound.
+  /// the index holds, stats().gpu_budget_bytes this bound. Range: 0, or at
+  /// least 2^20 (1 MiB).
   std::size_t max_gpu_bytes = 0;
   /// Consecutive GPU failures after which the GPU is marked degraded and
-  /// routing stays on the CPU.
+  /// routing stays on the CPU. Range: at least 1.
   int gpu_failure_limit = 3;
   /// Most bytes of scan entries one batch may return (an entry is 16
   /// bytes), so that a batch of many or long scans cannot exhaust memory.
@@ -139,11 +160,12 @@ struct config {
   /// and each scan whose entries would take the total past the cap does not
   /// run: it gets status `output_limit`, an error message and no entries,
   /// while the other ops run (later scans too, when they fit). Batches run
-  /// together by group commit share one cap. 0: no cap; otherwise at least
-  /// 16 (one entry).
+  /// together by group commit share one cap. 0: no cap. Range: 0, or at
+  /// least 16 (one entry).
   std::size_t max_batch_output_bytes = std::size_t{1} << 30;
   /// Run the full invariant check (`index::verify`) after every batch and
   /// fail the batch's future when it finds a problem. Slow; for debugging.
+  /// Range: any.
   bool verify_each_batch = false;
 };
 
