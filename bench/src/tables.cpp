@@ -285,6 +285,7 @@ json row_of(const system_result& r, const row_context& ctx) {
   j["keys_counted"] = counts ? r.run.entries : 0;
   j["host_bytes"] = is_tandem ? json(r.tandem->after.host_bytes) : json(nullptr);
   j["gpu_bytes"] = is_tandem ? json(r.tandem->after.gpu_bytes) : json(nullptr);
+  j["gpu_budget_bytes"] = is_tandem ? json(r.tandem->after.gpu_budget_bytes) : json(nullptr);
   j["entries_per_s"] = r.run.seconds > 0 ? static_cast<double>(r.run.entries) / r.run.seconds : 0.0;
   auto field = [&](double v) { return is_tandem ? json(v) : json(nullptr); };
   auto count = [&](std::uint64_t v) { return is_tandem ? json(v) : json(nullptr); };

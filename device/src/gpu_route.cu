@@ -13,8 +13,10 @@
 #include <tandem/device/detail/transfers.cuh>
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
 #include <cuda_runtime.h>
+#include <thrust/iterator/transform_iterator.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -39,22 +41,28 @@ constexpr std::size_t max_downloads = 7;
 
 }  // namespace
 
-void gpu_router::state::run_route(const detail::version_buffer& vb, const detail::layout_meta& m,
-                                  const key_type* keys, const value_type* args, const std::uint8_t* types,
-                                  std::size_t n, routed_batch_view& out, route_timing* timing) {
+std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const detail::layout_meta& m,
+                                         const key_type* keys, const value_type* args, const std::uint8_t* types,
+                                         std::size_t n, routed_batch_view& out, route_timing* timing,
+                                         const detail::key_range* range) {
   detail::route_resources& r = route;
   detail::fault_gate gate(faults);
+  // A range keeps its ops in device arrays of `limit` entries as the chunks
+  // come up, one chunk at a time on the main stream (the kept ops must stay
+  // in batch order), then routes them as a full sort routes a batch.
+  const bool ranged = range != nullptr;
+  const detail::in_range in_range{ranged ? range->lo : 0, ranged ? range->hi : 0};
+  const std::size_t room = ranged ? range->limit : n;  // ops the arrays hold
   const bool full = options.order == aggregation::full;
   const bool partial = options.order == aggregation::partial;
   const bool want_args = out.args != nullptr;
   const bool want_types = out.types != nullptr;
   // Hints need keys in sorted order and the guides of the leaves.
   const bool want_hints = full && out.hints != nullptr && guide_count > 0;
-  const auto n32 = static_cast<std::uint32_t>(n);
   const std::size_t chunk = std::min(options.chunk, n);
   const std::size_t chunks = (n + chunk - 1) / chunk;
   const std::size_t last_chunk = n - (chunks - 1) * chunk;
-  const std::size_t lanes_used = std::min(r.lanes.size(), chunks);
+  const std::size_t lanes_used = ranged ? 1 : std::min(r.lanes.size(), chunks);
   const cudaStream_t main_stream = r.lanes[0]->stream.get();
   // Positions and keys start down on a second stream while the main one
   // still descends (full sort: they are final once sorted).
@@ -65,26 +73,41 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
   const bool types_pinned = want_types && detail::is_pinned(types);
 
   // ---- room: every growth before anything is enqueued (a growth frees) ----
-  r.keys.reserve(n, 25);
-  r.keys_alt.reserve(n, 25);
+  auto grow = [&](auto& a, std::size_t count) { return a.capacity() < count && a.reserve(grown(count)); };
+  grow(r.keys, room);
+  grow(r.keys_alt, room);
   if (want_args) {
-    r.args.reserve(n, 25);
-    r.args_out.reserve(n, 25);
+    grow(r.args, room);
+    grow(r.args_out, room);
   }
   if (want_types) {
-    r.types.reserve(n, 25);
-    r.types_out.reserve(n, 25);
+    grow(r.types, room);
+    grow(r.types_out, room);
   }
-  r.positions.reserve(n, 25);
-  r.positions_alt.reserve(n, 25);
-  r.ordinals.reserve(n, 25);
-  if (!full) r.ordinals_alt.reserve(n, 25);
-  if (full) r.nodes.reserve(n, 25);
-  r.flags.reserve(n, 25);
-  r.group_begin.reserve(n, 25);
-  r.group_ordinal.reserve(n, 25);
-  if (want_hints) r.hints.reserve(n, 25);
-  if (r.iota.reserve(std::max(n, chunk), 25)) {
+  grow(r.positions, room);
+  grow(r.positions_alt, room);
+  grow(r.ordinals, room);
+  if (!full) grow(r.ordinals_alt, room);
+  if (full) grow(r.nodes, room);
+  grow(r.flags, room);
+  grow(r.group_begin, room);
+  grow(r.group_ordinal, room);
+  if (want_hints) grow(r.hints, room);
+  if (ranged) {
+    grow(r.batch_positions, room);
+    r.chunk_keys.reserve(chunk);
+    if (want_args) r.chunk_args.reserve(chunk);
+    if (want_types) r.chunk_types.reserve(chunk);
+    r.chunk_offsets.reserve(chunk);
+    r.kept.reserve(1);
+    std::size_t scan_bytes = 0;
+    TANDEM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(
+        nullptr, scan_bytes, thrust::make_transform_iterator(
+                                 static_cast<const key_type*>(r.chunk_keys.data()), in_range),
+        r.chunk_offsets.data(), static_cast<int>(chunk), main_stream));
+    r.chunk_temp.reserve(scan_bytes);
+  }
+  if (grow(r.iota, ranged ? room : std::max(n, chunk))) {
     const std::size_t count = std::min<std::size_t>(r.iota.capacity(), std::numeric_limits<std::uint32_t>::max());
     detail::iota_kernel<<<detail::shuffle_blocks(count), detail::shuffle_block_threads, 0, main_stream>>>(
         r.iota.data(), count, std::uint32_t{0});
@@ -121,6 +144,7 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
     }
   }
   {
+    const auto n32 = static_cast<std::uint32_t>(room);
     std::size_t sort_bytes = 0;
     cub::DoubleBuffer<key_type> key_buffers(r.keys.data(), r.keys_alt.data());
     cub::DoubleBuffer<std::uint32_t> position_buffers(r.positions.data(), r.positions_alt.data());
@@ -134,9 +158,9 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
     }
     std::size_t select_bytes = 0;
     TANDEM_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, select_bytes, r.iota.data(), r.flags.data(),
-                                               r.group_begin.data(), r.selected.data(), static_cast<std::int64_t>(n),
-                                               main_stream));
-    r.temp.reserve(std::max(sort_bytes, select_bytes), 25);
+                                               r.group_begin.data(), r.selected.data(),
+                                               static_cast<std::int64_t>(room), main_stream));
+    grow(r.temp, std::max(sort_bytes, select_bytes));
   }
 
   // ---- timing marks (events only when asked for) -------------------------
@@ -152,8 +176,9 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
 
   // ---- up: chunks rotate over the lanes; without a full sort each chunk
   // is also (partly) sorted and descended on its lane ----------------------
+  if (ranged) TANDEM_CUDA_TRY(cudaMemsetAsync(r.kept.data(), 0, sizeof(std::uint32_t), main_stream));
   for (std::size_t i = 0; i < chunks; ++i) {
-    detail::route_lane& lane = *r.lanes[i % r.lanes.size()];
+    detail::route_lane& lane = *r.lanes[i % lanes_used];
     const cudaStream_t stream = lane.stream.get();
     const std::size_t offset = i * chunk;
     const std::size_t count = std::min(chunk, n - offset);
@@ -170,17 +195,30 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
                                       : nullptr;
     detail::route_resources::chunk_marks cm{};
     cm.begin = mark(stream);
-    TANDEM_CUDA_TRY(cudaMemcpyAsync(r.keys.data() + offset, key_src, count * sizeof(key_type), cudaMemcpyHostToDevice,
-                                    stream));
+    key_type* key_dst = ranged ? r.chunk_keys.data() : r.keys.data() + offset;
+    value_type* arg_dst = ranged ? r.chunk_args.data() : r.args.data() + offset;
+    std::uint8_t* type_dst = ranged ? r.chunk_types.data() : r.types.data() + offset;
+    TANDEM_CUDA_TRY(cudaMemcpyAsync(key_dst, key_src, count * sizeof(key_type), cudaMemcpyHostToDevice, stream));
     if (want_args) {
-      TANDEM_CUDA_TRY(cudaMemcpyAsync(r.args.data() + offset, arg_src, count * sizeof(value_type),
-                                      cudaMemcpyHostToDevice, stream));
+      TANDEM_CUDA_TRY(cudaMemcpyAsync(arg_dst, arg_src, count * sizeof(value_type), cudaMemcpyHostToDevice, stream));
     }
-    if (want_types) {
-      TANDEM_CUDA_TRY(cudaMemcpyAsync(r.types.data() + offset, type_src, count, cudaMemcpyHostToDevice, stream));
-    }
+    if (want_types) TANDEM_CUDA_TRY(cudaMemcpyAsync(type_dst, type_src, count, cudaMemcpyHostToDevice, stream));
     TANDEM_CUDA_TRY(cudaEventRecord(lane.staged.get(), stream));
     cm.uploaded = mark(stream);
+    if (ranged) {  // keep the chunk's ops in the range, after those kept before
+      std::size_t scan_bytes = r.chunk_temp.capacity();
+      TANDEM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(
+          r.chunk_temp.data(), scan_bytes,
+          thrust::make_transform_iterator(static_cast<const key_type*>(key_dst), in_range),
+          r.chunk_offsets.data(), static_cast<int>(count), stream));
+      detail::keep_in_range_kernel<<<detail::shuffle_blocks(count), detail::shuffle_block_threads, 0, stream>>>(
+          key_dst, want_args ? arg_dst : nullptr, want_types ? type_dst : nullptr, r.chunk_offsets.data(), count,
+          in_range, r.kept.data(), static_cast<std::uint32_t>(offset), room, r.keys.data(), r.args.data(),
+          r.types.data(), r.batch_positions.data());
+      TANDEM_CUDA_TRY(cudaGetLastError());
+      detail::add_kept_kernel<<<1, 1, 0, stream>>>(key_dst, r.chunk_offsets.data(), count, in_range, r.kept.data());
+      TANDEM_CUDA_TRY(cudaGetLastError());
+    }
     if (!full) {
       detail::descent_args a;
       a.keys = r.keys.data() + offset;
@@ -207,6 +245,22 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
     TANDEM_CUDA_TRY(cudaEventRecord(r.lanes[l]->done.get(), r.lanes[l]->stream.get()));
     TANDEM_CUDA_TRY(cudaStreamWaitEvent(main_stream, r.lanes[l]->done.get(), 0));
   }
+  // The ops routed from here on: the batch, or those of the range.
+  std::size_t rows = n;
+  if (ranged) {
+    TANDEM_CUDA_TRY(cudaMemcpyAsync(r.selected_host.data(), r.kept.data(), sizeof(std::uint32_t),
+                                    cudaMemcpyDeviceToHost, main_stream));
+    TANDEM_CUDA_TRY(cudaStreamSynchronize(main_stream));
+    rows = *r.selected_host.data();
+    if (rows > room) return room + 1;
+    if (rows == 0) {
+      out.group_begin[0] = 0;
+      out.groups = 0;
+      out.key_sorted = true;
+      return 0;
+    }
+  }
+  const auto n32 = static_cast<std::uint32_t>(rows);
 
   // ---- sort: (key, position) over the batch, or (ordinal, position) -------
   const std::uint32_t* routed_positions = nullptr;
@@ -218,7 +272,7 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
   std::size_t kernel_begin = 0;
   std::size_t kernel_end = 0;
   if (full) {
-    TANDEM_CUDA_TRY(cudaMemcpyAsync(r.positions.data(), r.iota.data(), n * sizeof(std::uint32_t),
+    TANDEM_CUDA_TRY(cudaMemcpyAsync(r.positions.data(), r.iota.data(), rows * sizeof(std::uint32_t),
                                     cudaMemcpyDeviceToDevice, main_stream));
     cub::DoubleBuffer<key_type> key_buffers(r.keys.data(), r.keys_alt.data());
     cub::DoubleBuffer<std::uint32_t> position_buffers(r.positions.data(), r.positions_alt.data());
@@ -241,8 +295,8 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
     a.ordinals = r.ordinals.data();
     launch_descent(vb, m, a, main_stream, 0, m.height, m.groups);
     if (want_hints) {
-      detail::hint_kernel<<<detail::shuffle_blocks(n), detail::shuffle_block_threads, 0, main_stream>>>(
-          routed_keys, r.ordinals.data(), n, vb.leaf_ids.data(), m.leaf_count, guides.data(), guide_count,
+      detail::hint_kernel<<<detail::shuffle_blocks(rows), detail::shuffle_block_threads, 0, main_stream>>>(
+          routed_keys, r.ordinals.data(), rows, vb.leaf_ids.data(), m.leaf_count, guides.data(), guide_count,
           r.hints.data());
       TANDEM_CUDA_TRY(cudaGetLastError());
     }
@@ -268,24 +322,34 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
   // ---- grouping: run starts of the ordinal, selected into the groups;
   // keys (args, types) gathered by routed position ---------------------------
   const std::size_t grouping_begin = mark(main_stream);
-  const unsigned blocks = detail::shuffle_blocks(n);
-  detail::run_start_kernel<<<blocks, detail::shuffle_block_threads, 0, main_stream>>>(routed_ordinals, n,
+  const unsigned blocks = detail::shuffle_blocks(rows);
+  detail::run_start_kernel<<<blocks, detail::shuffle_block_threads, 0, main_stream>>>(routed_ordinals, rows,
                                                                                       r.flags.data());
   TANDEM_CUDA_TRY(cudaGetLastError());
   std::size_t bytes = r.temp.capacity();
   TANDEM_CUDA_TRY(cub::DeviceSelect::Flagged(r.temp.data(), bytes, r.iota.data(), r.flags.data(), r.group_begin.data(),
-                                             r.selected.data(), static_cast<std::int64_t>(n), main_stream));
+                                             r.selected.data(), static_cast<std::int64_t>(rows), main_stream));
   bytes = r.temp.capacity();
   TANDEM_CUDA_TRY(cub::DeviceSelect::Flagged(r.temp.data(), bytes, routed_ordinals, r.flags.data(),
-                                             r.group_ordinal.data(), r.selected.data(), static_cast<std::int64_t>(n),
-                                             main_stream));
+                                             r.group_ordinal.data(), r.selected.data(),
+                                             static_cast<std::int64_t>(rows), main_stream));
   if (!full || want_args || want_types) {
     // With a full sort the keys are sorted already (and r.keys may hold the
     // sort's scratch): only args and types are gathered.
     detail::gather_kernel<<<blocks, detail::shuffle_block_threads, 0, main_stream>>>(
-        routed_positions, n, r.keys.data(), full ? nullptr : r.keys_alt.data(), r.args.data(),
+        routed_positions, rows, r.keys.data(), full ? nullptr : r.keys_alt.data(), r.args.data(),
         want_args ? r.args_out.data() : nullptr, r.types.data(), want_types ? r.types_out.data() : nullptr);
     TANDEM_CUDA_TRY(cudaGetLastError());
+  }
+  if (ranged) {  // positions inside the range to batch positions, into the sort's free buffer
+    std::uint32_t* batch_order =
+        routed_positions == r.positions.data() ? r.positions_alt.data() : r.positions.data();
+    detail::gather_kernel<<<blocks, detail::shuffle_block_threads, 0, main_stream>>>(
+        routed_positions, rows, r.batch_positions.data(), batch_order, static_cast<const value_type*>(nullptr),
+        static_cast<value_type*>(nullptr), static_cast<const std::uint8_t*>(nullptr),
+        static_cast<std::uint8_t*>(nullptr));
+    TANDEM_CUDA_TRY(cudaGetLastError());
+    routed_positions = batch_order;
   }
   TANDEM_CUDA_TRY(cudaMemcpyAsync(r.selected_host.data(), r.selected.data(), sizeof(std::uint32_t),
                                   cudaMemcpyDeviceToHost, main_stream));
@@ -294,19 +358,21 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
 
   // ---- down: the per-op arrays, then (G known) the groups ------------------
   TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::download));
-  const cudaEvent_t early = full ? r.sorted.get() : r.grouped.get();
+  const cudaEvent_t early = full && !ranged ? r.sorted.get() : r.grouped.get();
   detail::download_item items[max_downloads];
   std::size_t count = 0;
-  items[count++] = {out.positions, routed_positions, n * sizeof(std::uint32_t), detail::is_pinned(out.positions),
+  items[count++] = {out.positions, routed_positions, rows * sizeof(std::uint32_t), detail::is_pinned(out.positions),
                     early};
-  items[count++] = {out.keys, routed_keys, n * sizeof(key_type), detail::is_pinned(out.keys), early};
+  items[count++] = {out.keys, routed_keys, rows * sizeof(key_type), detail::is_pinned(out.keys), early};
   if (want_args) {
-    items[count++] = {out.args, r.args_out.data(), n * sizeof(value_type), detail::is_pinned(out.args),
+    items[count++] = {out.args, r.args_out.data(), rows * sizeof(value_type), detail::is_pinned(out.args),
                       r.grouped.get()};
   }
-  if (want_types) items[count++] = {out.types, r.types_out.data(), n, detail::is_pinned(out.types), r.grouped.get()};
+  if (want_types) {
+    items[count++] = {out.types, r.types_out.data(), rows, detail::is_pinned(out.types), r.grouped.get()};
+  }
   if (want_hints) {
-    items[count++] = {out.hints, r.hints.data(), n * sizeof(leaf_hint), detail::is_pinned(out.hints),
+    items[count++] = {out.hints, r.hints.data(), rows * sizeof(leaf_hint), detail::is_pinned(out.hints),
                       r.grouped.get()};
   }
   std::size_t spans[2 * max_downloads] = {};
@@ -348,10 +414,11 @@ void gpu_router::state::run_route(const detail::version_buffer& vb, const detail
     timing->upload += host_in;
     timing->chunks = chunks;
     timing->bytes_up = n * (sizeof(key_type) + (want_args ? sizeof(value_type) : 0) + (want_types ? 1 : 0));
-    timing->bytes_down = n * (sizeof(std::uint32_t) + sizeof(key_type) + (want_args ? sizeof(value_type) : 0) +
-                              (want_types ? 1 : 0) + (want_hints ? sizeof(leaf_hint) : 0)) +
-                         groups * 2 * sizeof(std::uint32_t) + sizeof(std::uint32_t);
+    timing->bytes_down = rows * (sizeof(std::uint32_t) + sizeof(key_type) + (want_args ? sizeof(value_type) : 0) +
+                                 (want_types ? 1 : 0) + (want_hints ? sizeof(leaf_hint) : 0)) +
+                         groups * 2 * sizeof(std::uint32_t) + sizeof(std::uint32_t) * (ranged ? 2 : 1);
   }
+  return rows;
 }
 
 void gpu_router::state::drain_route() noexcept {
@@ -361,8 +428,24 @@ void gpu_router::state::drain_route() noexcept {
 
 void gpu_router::route(const key_type* keys, const value_type* args, const std::uint8_t* types, std::size_t n,
                        routed_batch_view& out, route_timing* timing) {
+  state_->route_call(keys, args, types, n, out, timing, nullptr);
+}
+
+std::size_t gpu_router::route_range(const key_type* keys, const value_type* args, const std::uint8_t* types,
+                                    std::size_t n, key_type lo, key_type hi, std::size_t limit, routed_batch_view& out,
+                                    route_timing* timing) {
+  if (state_->options.order != aggregation::full) {
+    throw std::logic_error("gpu_router::route_range: needs aggregation::full");
+  }
+  const detail::key_range range{lo, hi, limit};
+  return state_->route_call(keys, args, types, n, out, timing, &range);
+}
+
+std::size_t gpu_router::state::route_call(const key_type* keys, const value_type* args, const std::uint8_t* types,
+                                          std::size_t n, routed_batch_view& out, route_timing* timing,
+                                          const detail::key_range* range) {
   const auto t0 = clock_type::now();
-  state& s = *state_;
+  state& s = *this;
   const detail::account_scope scope(s.account);
   std::lock_guard<std::mutex> route_lock(s.route_mutex);
   int b = 0;
@@ -392,7 +475,8 @@ void gpu_router::route(const key_type* keys, const value_type* args, const std::
   }
   route_timing t;
   out.hinted = false;
-  if (n == 0) {
+  std::size_t routed = 0;
+  if (n == 0 || (range != nullptr && range->limit == 0)) {
     if (out.group_begin != nullptr) out.group_begin[0] = 0;
     out.groups = 0;
     out.key_sorted = s.options.order == aggregation::full;
@@ -408,7 +492,7 @@ void gpu_router::route(const key_type* keys, const value_type* args, const std::
     }
     s.set_device();
     try {
-      s.run_route(vb, vb.meta, keys, args, types, n, out, timing != nullptr ? &t : nullptr);
+      routed = s.run_route(vb, vb.meta, keys, args, types, n, out, timing != nullptr ? &t : nullptr, range);
     } catch (...) {
       s.drain_route();
       throw;
@@ -416,6 +500,7 @@ void gpu_router::route(const key_type* keys, const value_type* args, const std::
   }
   t.total = seconds_since(t0);
   if (timing != nullptr) *timing = t;
+  return routed;
 }
 
 void gpu_router::upload_guides(const leaf_guide* guides, std::size_t count) {
@@ -424,7 +509,10 @@ void gpu_router::upload_guides(const leaf_guide* guides, std::size_t count) {
   std::lock_guard<std::mutex> route_lock(s.route_mutex);
   s.set_device();
   s.guide_count = 0;  // none until the copy is complete
-  if (count == 0) return;
+  if (count == 0) {
+    s.guides.release();
+    return;
+  }
   if (guides == nullptr) throw std::invalid_argument("gpu_router::upload_guides: null guides for " +
                                                      std::to_string(count) + " leaves");
   s.guides.reserve(count, 25);

@@ -129,7 +129,8 @@ void gpu_router::state::launch_descent(const detail::version_buffer& vb, const d
 std::vector<int> gpu_router::state::calibrate(const detail::version_buffer& vb, const detail::layout_meta& m) {
   auto& c = calibration;
   const cudaStream_t stream = upload_stream->get();
-  const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(options.calibration_keys, std::size_t{1} << 26));
+  const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(
+      options.calibration_keys, key_bound.load() > 0 ? bounded_calibration_keys : std::size_t{1} << 26));
   c.keys.reserve(n);
   c.keys_sorted.reserve(n);
   c.positions.reserve(n);
@@ -348,6 +349,13 @@ void gpu_router::upload(const inner_layout& layout) {
       const auto c0 = clock_type::now();
       m.groups = s.calibrate(vb, m);
       calibration_seconds = seconds_since(c0);
+      if (s.key_bound.load() > 0) {  // under a memory bound the scratch is not kept
+        TANDEM_CUDA_TRY(cudaStreamSynchronize(stream));
+        auto& c = s.calibration;
+        for (auto* a : {&c.keys, &c.keys_sorted}) a->release();
+        for (auto* a : {&c.positions, &c.positions_sorted, &c.nodes_a, &c.nodes_b, &c.ordinals}) a->release();
+        c.temp.release();
+      }
       cal.fanout = m.fanout;
       cal.height = m.height;
       cal.leaf_count = m.leaf_count;
@@ -388,6 +396,60 @@ std::vector<int> gpu_router::group_sizes() const {
 }
 
 std::size_t gpu_router::device_bytes() const noexcept { return state_->account.device_bytes.load(); }
+
+void gpu_router::set_key_bound(std::size_t route_keys, std::size_t scatter_keys) {
+  state& s = *state_;
+  std::lock_guard<std::mutex> upload_lock(s.upload_mutex);
+  std::lock_guard<std::mutex> route_lock(s.route_mutex);
+  std::lock_guard<std::mutex> scatter_lock(s.scatter_mutex);
+  s.scatter_bound.store(scatter_keys);
+  s.key_bound.store(route_keys);
+  if (route_keys == 0) return;
+  // Arrays sized past the new bounds go; the rest grow again within them.
+  s.set_device();
+  s.drain_route();
+  s.drain_scatter();
+  (void)cudaStreamSynchronize(s.upload_stream->get());
+  auto trim = [](std::size_t most) {
+    return [most](auto&... a) { ((a.capacity() > most ? a.release() : void()), ...); };
+  };
+  detail::route_resources& r = s.route;
+  trim(s.grown(route_keys))(r.keys, r.keys_alt, r.args, r.args_out, r.types, r.types_out, r.positions,
+                            r.positions_alt, r.ordinals, r.ordinals_alt, r.nodes, r.flags, r.group_begin,
+                            r.group_ordinal, r.hints, r.iota, r.batch_positions);
+  r.temp.release();
+  trim(s.grown(scatter_keys, scatter_keys))(s.scatter.values_out, s.scatter.flags_out);
+  auto& c = s.calibration;
+  c.keys.release(), c.keys_sorted.release(), c.temp.release();
+  c.positions.release(), c.positions_sorted.release(), c.nodes_a.release(), c.nodes_b.release(), c.ordinals.release();
+}
+
+std::size_t gpu_router::batch_bytes(std::size_t route_keys, std::size_t scatter_keys, bool with_args) const {
+  const state& s = *state_;
+  // Per route key: keys x2, positions x2, ordinals, nodes, flags,
+  // group_begin, group_ordinal, hints, iota, batch positions; with args:
+  // args x2, types x2. Per scatter answer: its value and flag.
+  const std::size_t per_key = 2 * sizeof(key_type) + 7 * sizeof(std::uint32_t) + 1 + sizeof(leaf_hint) +
+                              (with_args ? 2 * sizeof(value_type) + 2 : 0);
+  const std::size_t per_answer = sizeof(value_type) + 1;
+  // Per chunk key: route_range's chunk (key, arg, type, offset) and the
+  // scatter lanes' chunks (position, value, flag, two lanes).
+  const std::size_t chunk = s.options.chunk;
+  const std::size_t per_chunk_key = sizeof(key_type) + sizeof(value_type) + 1 + sizeof(std::uint32_t) +
+                                    2 * (sizeof(std::uint32_t) + sizeof(value_type) + 1);
+  // CUB scratch of a route's sort and selects, and the calibration's.
+  std::size_t sort = 0;
+  {
+    cub::DoubleBuffer<key_type> k(nullptr, nullptr);
+    cub::DoubleBuffer<std::uint32_t> v(nullptr, nullptr);
+    const auto items = static_cast<std::uint32_t>(std::min<std::size_t>(route_keys, 0xffffffffu));
+    TANDEM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort, k, v, items, 0, 64));
+  }
+  const std::size_t calibration = std::min(s.options.calibration_keys, bounded_calibration_keys) *
+                                  (2 * sizeof(key_type) + 5 * sizeof(std::uint32_t));
+  return route_keys * per_key + scatter_keys * per_answer + chunk * per_chunk_key + 2 * sort + calibration +
+         (std::size_t{1} << 20);
+}
 
 std::size_t gpu_router::layout_bytes() const {
   std::lock_guard<std::mutex> lock(state_->meta_mutex);

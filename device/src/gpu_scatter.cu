@@ -48,8 +48,9 @@ void gpu_router::state::run_scatter(const std::uint32_t* positions, const value_
   const bool flags_pinned = want_flags && detail::is_pinned(flags);
 
   // ---- room: every growth before anything is enqueued --------------------
-  if (want_values) r.values_out.reserve(n, 25);
-  if (want_flags) r.flags_out.reserve(n, 25);
+  const std::size_t room = grown(n, key_bound.load() > 0 ? scatter_bound.load() : 0);
+  if (want_values && r.values_out.capacity() < n) r.values_out.reserve(room);
+  if (want_flags && r.flags_out.capacity() < n) r.flags_out.reserve(room);
   detail::staging_layout staging;
   staging.add(positions_slice, chunk * sizeof(std::uint32_t), !positions_pinned);
   staging.add(values_slice, chunk * sizeof(value_type), want_values && !values_pinned);

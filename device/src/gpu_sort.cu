@@ -133,6 +133,8 @@ std::size_t run_bytes(std::size_t count) {
 
 }  // namespace
 
+std::size_t gpu_router::sort_bytes(std::size_t run_pairs) { return run_bytes(std::min(run_pairs, max_run_pairs)); }
+
 std::vector<std::size_t> gpu_router::sort_pairs(const key_type* keys, const value_type* values, std::size_t stride,
                                                 std::size_t n, key_type* keys_out, value_type* values_out,
                                                 std::size_t run_pairs, sort_timing* timing) {

@@ -126,6 +126,8 @@ struct route_space {
   host::merge_workspace merge_work;
   host::route_workspace cpu_work;  // work arrays of CPU routing
   host::route_workspace fallback_work;  // of the GPU side re-routing a failed slice beside the CPU share
+  std::vector<key_type> range_sample;     // route_gpu_ranges: sampled keys, then each range's first key
+  std::vector<key_type> range_lows;
   scheduler::host_array<value_type> answers;     // leaf-phase answers in routed order
   scheduler::host_array<std::uint8_t> found;
   // Per batch position: the scan's entry of batch::scans() (scan ops only).
@@ -285,6 +287,15 @@ class index::impl {
 
   // route_stage.cpp
   void route(prepared& p);
+  /// Ops [0, m) of the batch into `part` on the GPU, in key ranges of at
+  /// most `slice` ops that end at leaf bounds, routed one after another
+  /// (the arrays of one slice on the GPU); they concatenate into the route
+  /// of the m ops, with batch positions. @return false when a range held
+  /// more than `slice` ops (part unspecified)
+  /// @throws what gpu_router::route_range throws
+  bool route_gpu_ranges(prepared& p, routed_batch_view& part, std::size_t m, std::size_t slice);
+  /// Adds a GPU route's timing and keys to the batch's report.
+  void note_gpu_route(prepared& p, const device::route_timing& t, std::size_t keys, double seconds);
   std::uint32_t route_gpu(prepared& p, const routed_batch_view& want, routed_batch_view& out, std::size_t first,
                           std::size_t m);
   void observe_rates(route_report& info);
@@ -300,6 +311,18 @@ class index::impl {
   // inner_sync.cpp
   void open_gpu();
   void sync_gpu();
+  /// config.max_gpu_bytes: from the layout to upload and room for GPU
+  /// scatters of `scatter` answers, the keys a route may take
+  /// (route_keys_), whether the leaf guides fit (guides_dropped_), the
+  /// scatter room kept (scatter_keys_: 0 when routes of
+  /// min_budget_route_keys do not fit beside it) and whether the GPU fits
+  /// at all (over_budget_). Dispatcher thread. @return false: it does not
+  bool fit_gpu_budget(std::size_t scatter);
+  /// Whether a batch of n ops may put its answers back on the GPU: always
+  /// within max_gpu_route_keys without a budget; under max_gpu_bytes, when
+  /// the scatter room holds n or can grow to it (fit_gpu_budget) while
+  /// routes of scatter_min_route_keys still fit. Dispatcher thread.
+  bool gpu_scatter_fits(std::size_t n);
   /// Copies every leaf's guide to the GPU (config.gpu_leaf_hints). Without
   /// the host memory the GPU keeps the guides it had; a GPU failure leaves it
   /// none (routes give no hints) until the next refresh.
@@ -414,6 +437,22 @@ class index::impl {
   mutable std::mutex policy_mutex_;
   std::atomic<int> consecutive_failures_{0};
   std::atomic<bool> degraded_{false};
+  /// Most keys one GPU route takes (config.max_gpu_route_keys, or what
+  /// max_gpu_bytes leaves, the smaller; 0: no bound). Written at uploads.
+  std::atomic<std::size_t> route_keys_{0};
+  std::atomic<bool> guides_dropped_{false};  // max_gpu_bytes leaves no room for the leaf guides
+  std::atomic<bool> over_budget_{false};     // max_gpu_bytes: the GPU is not used
+  std::atomic<std::size_t> scatter_keys_{0};  // max_gpu_bytes: most answers a GPU scatter takes
+  std::size_t scatter_refused_ = 0;           // a scatter this large did not fit (0: none since the last fit)
+  /// Under max_gpu_bytes, scatter room grows only while routes of this many
+  /// keys still fit beside it.
+  static constexpr std::size_t scatter_min_route_keys = std::size_t{1} << 20;
+  /// Routes of at least this many keys must fit beside the leaf guides, or
+  /// the guides are dropped (max_gpu_bytes).
+  static constexpr std::size_t guide_min_route_keys = std::size_t{1} << 22;
+  /// Under max_gpu_bytes, a GPU that cannot take routes of this many keys
+  /// beside the layout is not used.
+  static constexpr std::size_t min_budget_route_keys = std::size_t{1} << 16;
   std::atomic<std::uint64_t> gpu_failures_{0};
   std::string group_sizes_;
   std::atomic<bool> auto_share_{true};
@@ -430,6 +469,9 @@ class index::impl {
   /// Loads of fewer pairs sort on the CPU: the GPU's fixed costs (streams,
   /// allocations, pinned staging) outweigh its speed below this.
   static constexpr std::size_t gpu_load_min_pairs = std::size_t{1} << 16;
+  /// Most runs a load sorts on the GPU under config.max_gpu_bytes (the host
+  /// merge of k runs looks at k heads a pair); more sort on the CPU.
+  static constexpr std::size_t max_load_runs = 4;
   std::uint64_t sequence_ = 0;  // batches taken up so far (dispatcher)
   /// Reader tasks: batches of gets answered directly, several at once, on
   /// the arena (launch_reader; at most a quarter of config.threads, none

@@ -29,6 +29,7 @@
 namespace tandem {
 
 void index::impl::open_gpu() {
+  route_keys_.store(cfg_.max_gpu_route_keys);
   if (cfg_.device == device_kind::cpu) {
     device_ = "cpu (config.device = cpu)";
     return;
@@ -46,6 +47,8 @@ void index::impl::open_gpu() {
     options.order = cfg_.gpu_order == gpu_query_order::partial_sort ? device::aggregation::partial
                     : cfg_.gpu_order == gpu_query_order::none       ? device::aggregation::none
                                                                     : device::aggregation::full;
+    // Under a memory budget, smaller chunks leave more of it to routes.
+    if (cfg_.max_gpu_bytes > 0) options.chunk = std::size_t{1} << 19;
     gpu_ = std::make_unique<device::gpu_router>(options);
     device_ = "gpu " + gpu_->name();
   } catch (const std::exception& e) {
@@ -57,9 +60,72 @@ void index::impl::open_gpu() {
   }
 }
 
+bool index::impl::fit_gpu_budget(std::size_t scatter) {
+  const std::size_t budget = cfg_.max_gpu_bytes;
+  if (budget == 0) return true;
+  // Both versions of the mirror, with the upload's headroom (an eighth).
+  const std::size_t mirror = layout_->key_region().size() * sizeof(key_type) +
+                             layout_->child_prefix().size() * sizeof(std::uint32_t) +
+                             layout_->leaf_ids().size() * sizeof(leaf_id);
+  const std::size_t fixed = 2 * (mirror + mirror / 8);
+  const std::size_t leaves = store_.leaf_count();
+  const std::size_t guides = (leaves + leaves / 4) * sizeof(leaf_guide);
+  // The most keys a route may take beside `held` bytes and scatters of
+  // `answers` (0: not even 1024).
+  auto keys_beside = [&](std::size_t held, std::size_t answers) -> std::size_t {
+    std::size_t lo = 0;
+    std::size_t hi = std::size_t{1} << 32;
+    while (hi - lo > 1024) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      (held + gpu_->batch_bytes(mid, answers, true) <= budget ? lo : hi) = mid;
+    }
+    return lo;
+  };
+  // The guides stay while routes of guide_min_route_keys fit beside them.
+  bool dropped = !cfg_.gpu_leaf_hints || keys_beside(fixed + guides, scatter) < guide_min_route_keys;
+  std::size_t keys = keys_beside(fixed + (dropped ? 0 : guides), scatter);
+  if (keys < min_budget_route_keys && scatter > 0) {  // the layout grew: give up GPU scatters first
+    scatter = 0;
+    dropped = !cfg_.gpu_leaf_hints || keys_beside(fixed + guides, 0) < guide_min_route_keys;
+    keys = keys_beside(fixed + (dropped ? 0 : guides), 0);
+  }
+  if (cfg_.max_gpu_route_keys > 0) keys = std::min(keys, cfg_.max_gpu_route_keys);
+  const bool fits = keys >= min_budget_route_keys;
+  if (fits) {
+    device_ = "gpu " + gpu_->name();
+  } else {
+    device_ = "cpu (config.max_gpu_bytes = " + std::to_string(budget) + " cannot hold the GPU's inner layout (" +
+              std::to_string(fixed) + " bytes for two versions) and routes of " +
+              std::to_string(min_budget_route_keys) + " keys; " + gpu_->name() + " unused)";
+  }
+  std::lock_guard<std::mutex> turn(gpu_turn_);  // no route between the bounds and their use
+  if (dropped && cfg_.gpu_leaf_hints && !guides_dropped_.load()) gpu_->upload_guides(nullptr, 0);  // frees them
+  guides_dropped_.store(dropped && cfg_.gpu_leaf_hints);
+  gpu_->set_key_bound(fits ? keys : min_budget_route_keys, fits ? scatter : 0);
+  route_keys_.store(fits ? keys : 0);
+  scatter_keys_.store(fits ? scatter : 0);
+  scatter_refused_ = 0;
+  over_budget_.store(!fits);
+  return fits;
+}
+
+bool index::impl::gpu_scatter_fits(std::size_t n) {
+  if (cfg_.max_gpu_bytes == 0) return route_keys_.load() == 0 || n <= route_keys_.load();
+  if (n <= scatter_keys_.load()) return true;
+  if (scatter_refused_ != 0 && n >= scatter_refused_) return false;
+  // Room for the answers of n ops while routes of scatter_min_route_keys
+  // still fit: more key ranges a batch cost less than a host scatter.
+  const std::size_t before = scatter_keys_.load();
+  if (fit_gpu_budget(n) && scatter_keys_.load() >= n && route_keys_.load() >= scatter_min_route_keys) return true;
+  fit_gpu_budget(before);
+  scatter_refused_ = n;
+  return false;
+}
+
 void index::impl::sync_gpu() {
   if (!gpu_ || degraded_.load()) return;
   try {
+    if (!fit_gpu_budget(scatter_keys_.load())) return;
     // The router switches versions when the upload completes; a route in
     // flight must see its ordinals mapped through the version it used, so
     // uploads and routes on the GPU take turns (see route()).
@@ -76,7 +142,7 @@ void index::impl::sync_gpu() {
 
 void index::impl::refresh_guides() {
   batches_since_guides_ = 0;
-  if (!gpu_ || degraded_.load() || !cfg_.gpu_leaf_hints) return;
+  if (!gpu_ || degraded_.load() || over_budget_.load() || guides_dropped_.load() || !cfg_.gpu_leaf_hints) return;
   try {
     const std::size_t count = store_.leaf_count();
     leaf_guide* g = guides_.get(count);
@@ -235,7 +301,19 @@ void index::impl::load(const load_input& in) {
     into_arrays(keep_last_of_runs(n, key_of, value_of, keys.get(n), values.get(n)));
     how = "input in key order, repeated keys dropped";
   }
-  const bool gpu_can = gpu_ && !degraded_.load() && n >= gpu_load_min_pairs &&
+  // Under config.max_gpu_bytes the sort's runs take what the index leaves.
+  std::size_t run_pairs = 0;
+  if (gpu_ && cfg_.max_gpu_bytes > 0) {
+    const std::size_t held = gpu_->device_bytes();
+    const std::size_t room = cfg_.max_gpu_bytes > held ? cfg_.max_gpu_bytes - held : 0;
+    run_pairs = std::size_t{1} << 30;
+    while (run_pairs >= gpu_load_min_pairs && device::gpu_router::sort_bytes(run_pairs) > room) run_pairs /= 2;
+  }
+  // The host merges the runs at a cost that grows with their number: more
+  // than max_load_runs sort faster on the CPU.
+  const bool gpu_can = gpu_ && !degraded_.load() && !over_budget_.load() && n >= gpu_load_min_pairs &&
+                       (cfg_.max_gpu_bytes == 0 ||
+                        (run_pairs >= gpu_load_min_pairs && n <= max_load_runs * run_pairs)) &&
                        (stride == 1 || (stride == 2 && in.values == in.keys + 1));
   scheduler::host_array<key_type> run_keys;  // the GPU's runs
   scheduler::host_array<value_type> run_values;
@@ -243,7 +321,7 @@ void index::impl::load(const load_input& in) {
     try {
       device::sort_timing t;
       const std::vector<std::size_t> bounds =
-          gpu_->sort_pairs(in.keys, in.values, stride, n, run_keys.get(n), run_values.get(n), 0, &t);
+          gpu_->sort_pairs(in.keys, in.values, stride, n, run_keys.get(n), run_values.get(n), run_pairs, &t);
       const auto merge0 = std::chrono::steady_clock::now();
       if (bounds.size() == 2) {  // one run: sorted and unique already
         sorted_keys = run_keys.data();

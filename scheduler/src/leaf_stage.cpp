@@ -112,8 +112,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
 
   t0 = clock_type::now();
   tandem::detail::answer_columns& cols = *p.columns;
-  p.gpu_scatter = cfg_.gpu_scatter && p.info.gpu_keys != 0 && gpu_ && !degraded_.load() &&
-                  (cfg_.max_gpu_route_keys == 0 || n <= cfg_.max_gpu_route_keys);
+  p.gpu_scatter = cfg_.gpu_scatter && p.info.gpu_keys != 0 && gpu_ && !degraded_.load() && gpu_scatter_fits(n);
   if (!p.gpu_scatter) host::scatter_answers(p.routes.positions, sorted.values, sorted.found, n, cols.values, cols.found);
   p.result_keys = p.j->ops.take_keys();
   p.bytes.complete = n * (sizeof(std::uint32_t) + 2 * (sizeof(value_type) + 1)) +

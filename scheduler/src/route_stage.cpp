@@ -3,10 +3,13 @@
 // space's final route (routed_batch_view), on one layout version. Share s
 // of the ops (the first s * n) goes to the GPU, which sorts, descends and
 // groups them and hands back positions, keys (args, types) and group
-// boundaries, in slices of at most config.max_gpu_route_keys when that is
-// set; the CPU workers route the rest on the same version; the sorted parts
-// are merged, group by group in parallel. A GPU failure re-routes the GPU's
-// share (slice) on the CPU. Runs on the look-ahead thread (the
+// boundaries; a share larger than the keys one route may take
+// (config.max_gpu_route_keys, or what config.max_gpu_bytes leaves) goes in
+// key ranges that end at leaf bounds, each routed whole (their routes
+// concatenate), or, without a full sort or when a range overflows, in
+// slices by position; the CPU workers route the rest on the same version;
+// the sorted parts are merged, group by group in parallel. A GPU failure
+// re-routes the GPU's share (slice) on the CPU. Runs on the look-ahead thread (the
 // GPU side of a split on the GPU thread); CPU work enters the arena, the
 // waits for the GPU stay outside it.
 #include "index_impl.hpp"
@@ -19,6 +22,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace tandem {
@@ -47,7 +52,7 @@ void index::impl::route(prepared& p) {
   // version between reading it here and the route using it.
   std::unique_lock<std::mutex> turn(gpu_turn_, std::defer_lock);
   std::shared_ptr<const inner_layout> on_gpu;
-  if (gpu_ && !degraded_.load() && n >= cfg_.min_gpu_batch && share > 0) {
+  if (gpu_ && !degraded_.load() && !over_budget_.load() && n >= cfg_.min_gpu_batch && share > 0) {
     turn.lock();
     on_gpu = gpu_layout_snapshot();
   }
@@ -66,27 +71,33 @@ void index::impl::route(prepared& p) {
   }
   p.version = on_gpu;  // both sides route on it
   const inner_layout& version = *on_gpu;
-  const std::size_t slice = cfg_.max_gpu_route_keys > 0 ? std::min(m, cfg_.max_gpu_route_keys) : m;
+  const std::size_t bound = route_keys_.load();
+  const std::size_t slice = bound > 0 ? std::min(m, bound) : m;
+  // Hints serve the point ops of a batch sparse over the leaves; denser
+  // batches share the header lines anyway.
+  const bool hints = m == n && cfg_.gpu_leaf_hints && !guides_dropped_.load() &&
+                     n < host::dense_gets * version.leaf_count();
   if (m == n && slice == n) {
-    // Hints serve the point ops of a batch sparse over the leaves; denser
-    // batches share the header lines anyway.
-    if (cfg_.gpu_leaf_hints && n < host::dense_gets * version.leaf_count()) {
-      out.hints = sp.final_route.hints.get(n);
-    }
+    if (hints) out.hints = sp.final_route.hints.get(n);
     route_gpu(p, out, out, 0, n);
     turn.unlock();
     observe_rates(info);
     p.routes = out;
     return;
   }
-  // The GPU's share in slices (each routed whole: sorted and grouped), the
-  // rest on the CPU, then one merge of all the parts.
-  const std::size_t slices = (m + slice - 1) / slice;
+  // The GPU's share in key ranges (one part: with the whole batch on the
+  // GPU, the route itself) or in slices by position (each routed whole:
+  // sorted and grouped), the rest on the CPU, then one merge of the parts.
+  const bool by_range = cfg_.gpu_order == gpu_query_order::full_sort && slice < m;
+  const std::size_t slices = by_range ? 1 : (m + slice - 1) / slice;
   std::vector<routed_batch_view>& parts = sp.parts;
   std::vector<std::uint32_t>& bases = sp.part_bases;  // added to a part's positions by the merge
   parts.assign(slices + (m < n ? 1 : 0), routed_batch_view{});
   bases.assign(parts.size(), 0);
-  {
+  if (by_range && m == n) {
+    parts[0] = out;
+    if (hints) parts[0].hints = sp.final_route.hints.get(n);
+  } else {
     const routed_batch_view all = sp.gpu_side.view(m + slices, with_args);
     for (std::size_t i = 0; i < slices; ++i) {
       const std::size_t at = i * slice;
@@ -100,6 +111,26 @@ void index::impl::route(prepared& p) {
     }
   }
   auto gpu_work = [&] {
+    if (by_range) {
+      const routed_batch_view want = parts[0];
+      bool routed = false;
+      try {
+        routed = route_gpu_ranges(p, parts[0], m, slice);
+      } catch (const std::exception&) {
+        note_gpu_failure();
+        info.gpu_failed = true;
+      }
+      if (!routed) {  // a range past the slice (keys crowded on one leaf), or a GPU failure: the CPU routes them
+        parts[0] = want;
+        const auto t0 = clock_type::now();
+        run_in_arena([&] {
+          host::route_sorted(version.view(), b.keys(), b.args(), types, m, 0, parts[0], sp.fallback_work);
+        });
+        info.cpu_seconds += seconds_since(t0);
+        info.cpu_keys += m;
+      }
+      return;
+    }
     for (std::size_t i = 0; i < slices; ++i) {
       const std::size_t at = i * slice;
       bases[i] = route_gpu(p, parts[i], parts[i], at, std::min(slice, m - at));
@@ -129,6 +160,10 @@ void index::impl::route(prepared& p) {
   }
   turn.unlock();
   observe_rates(info);
+  if (parts.size() == 1) {  // the whole batch in key ranges: routed as it is
+    p.routes = parts[0];
+    return;
+  }
   run_in_arena([&] { host::merge_routes(parts.data(), bases.data(), parts.size(), n, out, sp.merge_work); });
   p.bytes.route += 2 * route_bytes(n, with_args);  // the merge reads the parts and writes the whole
   p.routes = out;
@@ -149,19 +184,7 @@ std::uint32_t index::impl::route_gpu(prepared& p, const routed_batch_view& want,
   try {
     device::route_timing t;
     gpu_->route(b.keys() + first, want.args ? b.args() + first : nullptr, want.types ? types : nullptr, m, out, &t);
-    info.gpu.upload += t.upload;
-    info.gpu.sort += t.sort;
-    info.gpu.kernel += t.kernel;
-    info.gpu.download += t.download;
-    info.gpu.grouping += t.grouping;
-    info.gpu.total += t.total;
-    info.gpu.chunks += t.chunks;
-    info.gpu.bytes_up += t.bytes_up;
-    info.gpu.bytes_down += t.bytes_down;
-    info.gpu_seconds += seconds_since(t0);
-    info.gpu_keys += m;
-    consecutive_failures_.store(0);
-    p.bytes.pcie += t.bytes_up + t.bytes_down;
+    note_gpu_route(p, t, m, seconds_since(t0));
   } catch (const std::exception&) {
     note_gpu_failure();
     info.gpu_failed = true;
@@ -177,6 +200,81 @@ std::uint32_t index::impl::route_gpu(prepared& p, const routed_batch_view& want,
   }
   if (!out.key_sorted) run_in_arena([&] { host::sort_groups(out); });
   return base;
+}
+
+void index::impl::note_gpu_route(prepared& p, const device::route_timing& t, std::size_t keys, double seconds) {
+  route_report& info = p.info;
+  info.gpu.upload += t.upload;
+  info.gpu.sort += t.sort;
+  info.gpu.kernel += t.kernel;
+  info.gpu.download += t.download;
+  info.gpu.grouping += t.grouping;
+  info.gpu.total += t.total;
+  info.gpu.chunks += t.chunks;
+  info.gpu.bytes_up += t.bytes_up;
+  info.gpu.bytes_down += t.bytes_down;
+  info.gpu_seconds += seconds;
+  info.gpu_keys += keys;
+  consecutive_failures_.store(0);
+  p.bytes.pcie += t.bytes_up + t.bytes_down;
+}
+
+bool index::impl::route_gpu_ranges(prepared& p, routed_batch_view& part, std::size_t m, std::size_t slice) {
+  const batch& b = p.j->ops;
+  const inner_layout& version = *p.version;
+  const auto* types = reinterpret_cast<const std::uint8_t*>(b.types());
+  // Each range's first key: quantiles of a sample of the keys, each moved
+  // down to the low key of its leaf (a leaf's ops stay in one range). The
+  // ranges aim at 9/10 of a slice: with 4096 sampled keys a range, a range
+  // holds its aim within ~1.6% (one standard deviation), so one overfills
+  // (and the CPU routes the batch) only where many ops share a leaf.
+  const std::size_t aim = std::max<std::size_t>(slice / 10 * 9, 1);
+  const std::size_t ranges = (m + aim - 1) / aim;
+  const std::size_t step = std::max<std::size_t>(1, m / (ranges * 4096));
+  std::vector<key_type>& sample = p.space->range_sample;
+  sample.clear();
+  for (std::size_t i = 0; i < m; i += step) sample.push_back(b.keys()[i]);
+  std::sort(sample.begin(), sample.end());
+  std::vector<key_type>& lows = p.space->range_lows;
+  lows.assign(1, 0);
+  const key_type* low_keys = version.radix().low_keys;
+  for (std::size_t r = 1; r < ranges; ++r) {
+    const key_type low = low_keys[version.find(sample[r * sample.size() / ranges])];
+    if (low > lows.back()) lows.push_back(low);
+  }
+  std::size_t at = 0;
+  std::size_t groups = 0;
+  bool hinted = part.hints != nullptr;
+  for (std::size_t r = 0; r < lows.size(); ++r) {
+    routed_batch_view v = part;
+    v.positions += at;
+    v.keys += at;
+    if (v.args != nullptr) v.args += at;
+    if (v.types != nullptr) v.types += at;
+    if (v.hints != nullptr) v.hints += at;
+    v.group_begin += groups;
+    v.group_ordinal += groups;
+    const key_type hi = r + 1 < lows.size() ? lows[r + 1] - 1 : max_key;
+    device::route_timing t;
+    const auto t0 = clock_type::now();
+    const std::size_t got = gpu_->route_range(b.keys(), v.args ? b.args() : nullptr, v.types ? types : nullptr, m,
+                                              lows[r], hi, slice, v, &t);
+    if (got > slice) return false;
+    note_gpu_route(p, t, got, seconds_since(t0));
+    for (std::size_t g = 0; g < v.groups; ++g) v.group_begin[g] += static_cast<std::uint32_t>(at);
+    hinted = hinted && (v.hinted || got == 0);
+    at += got;
+    groups += v.groups;
+  }
+  if (at != m) {
+    throw std::logic_error("route_gpu_ranges: the key ranges hold " + std::to_string(at) + " ops, not " +
+                           std::to_string(m));
+  }
+  part.groups = groups;
+  part.group_begin[groups] = static_cast<std::uint32_t>(m);
+  part.key_sorted = true;
+  part.hinted = hinted;
+  return true;
 }
 
 void index::impl::observe_rates(route_report& info) {

@@ -69,6 +69,9 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.guide_bytes = guides_.capacity() * sizeof(leaf_guide);
   stats_.host_bytes = stats_.leaf_bytes + stats_.inner_bytes + layout_->radix_bytes() + stats_.guide_bytes;
   stats_.gpu_bytes = gpu_ ? gpu_->device_bytes() : 0;
+  stats_.gpu_budget_bytes = cfg_.max_gpu_bytes;
+  stats_.gpu_route_keys = route_keys_.load();
+  stats_.guides_dropped = guides_dropped_.load();
   stats_.threads = threads_;
   stats_.device = degraded_.load() ? device_ + " [degraded: routing on the CPU]" : device_;
 }

@@ -576,3 +576,108 @@ TEST(GpuRouter, HintsEqualTheHostsHintsFromTheUploadedGuides) {
     EXPECT_FALSE(v.hinted);
   }
 }
+
+// route_range: key ranges that end at leaf bounds, routed one after another
+// into consecutive parts of one set of arrays (as the index does under a
+// memory budget), concatenate into a route of the whole batch; a range
+// holding more ops than its limit says so; set_key_bound keeps the batch
+// arrays within batch_bytes.
+TEST(GpuRouter, KeyRangesConcatenateIntoTheBatchsRoute) {
+  TANDEM_REQUIRE_GPU();
+  const table t = random_table(30'000, 17, true);
+  const inner_layout layout = build(t, 32);
+  router_options options;
+  options.chunk = std::size_t{1} << 14;
+  gpu_router router(options);
+  router.upload(layout);
+  for (const pattern p : {pattern::uniform, pattern::separators, pattern::edges, pattern::clustered}) {
+    for (const std::size_t ranges : {std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{64}}) {
+      const std::size_t n = 100'003;
+      SCOPED_TRACE(std::string(name(p)) + ", " + std::to_string(ranges) + " ranges");
+      const gpu_batch b = make_batch(p, n, 11 + ranges, t);
+      // Range r starts at the low key of leaf r * L / ranges (range 0 at 0).
+      std::vector<key_type> lows = {0};
+      for (std::size_t r = 1; r < ranges; ++r) lows.push_back(t.low_keys[r * t.low_keys.size() / ranges]);
+      for (const bool with_args : {false, true}) {
+        routed_arrays out(n, ranges % 2 == 0, with_args, with_args);
+        routed_batch_view all = out.view();
+        std::size_t at = 0;
+        std::size_t groups = 0;
+        for (std::size_t r = 0; r < lows.size(); ++r) {
+          routed_batch_view v = all;
+          v.positions += at;
+          v.keys += at;
+          if (with_args) {
+            v.args += at;
+            v.types += at;
+          }
+          v.group_begin += groups;
+          v.group_ordinal += groups;
+          const key_type hi = r + 1 < lows.size() ? lows[r + 1] - 1 : max_key;
+          const std::size_t got = router.route_range(b.keys.data(), with_args ? b.args.data() : nullptr,
+                                                     with_args ? b.types.data() : nullptr, n, lows[r], hi, n, v);
+          const std::size_t want = static_cast<std::size_t>(std::count_if(
+              b.keys.begin(), b.keys.end(), [&](key_type k) { return k >= lows[r] && k <= hi; }));
+          ASSERT_EQ(got, want) << "range " << r;
+          ASSERT_TRUE(v.key_sorted);
+          for (std::size_t g = 0; g < v.groups; ++g) v.group_begin[g] += static_cast<std::uint32_t>(at);
+          at += got;
+          groups += v.groups;
+        }
+        all.groups = groups;
+        all.group_begin[groups] = static_cast<std::uint32_t>(n);
+        all.key_sorted = true;
+        ASSERT_EQ(at, n);
+        ASSERT_NO_FATAL_FAILURE(expect_routed(all, b, layout, aggregation::full));
+      }
+    }
+  }
+  // More ops in the range than the limit; an empty range; limit 0.
+  const gpu_batch b = make_batch(pattern::all_equal, 5000, 4, t);  // one key, 5000 times
+  routed_arrays out(5000, false, true, true);
+  routed_batch_view v = out.view();
+  EXPECT_EQ(router.route_range(b.keys.data(), b.args.data(), b.types.data(), 5000, 0, max_key, 4999, v), 5000u);
+  v = out.view();
+  const key_type k = b.keys[0];
+  const key_type lo = k == max_key ? 0 : k + 1;
+  const key_type hi = k == max_key ? k - 1 : max_key;
+  EXPECT_EQ(router.route_range(b.keys.data(), b.args.data(), b.types.data(), 5000, lo, hi, 5000, v), 0u);
+  EXPECT_EQ(v.groups, 0u);
+  EXPECT_EQ(v.group_begin[0], 0u);
+  v = out.view();
+  EXPECT_EQ(router.route_range(b.keys.data(), b.args.data(), b.types.data(), 5000, 0, max_key, 5000, v), 5000u);
+  ASSERT_NO_FATAL_FAILURE(expect_routed(v, b, layout, aggregation::full));
+
+  // A bound: routes and scatters of at most `bound` keys stay within
+  // batch_bytes(bound) beside the two layout versions, and arrays grown
+  // past it before are freed.
+  const gpu_batch big = make_batch(pattern::uniform, 300'000, 9, t);
+  routed_arrays whole(300'000, true, true, true);
+  routed_batch_view w = whole.view();
+  router.route(big.keys.data(), big.args.data(), big.types.data(), big.keys.size(), w);
+  const std::size_t unbounded = router.device_bytes();
+  const std::size_t bound = 40'000;
+  router.set_key_bound(bound, bound);
+  std::vector<key_type> lows = {0};
+  for (std::size_t r = 1; r < 16; ++r) lows.push_back(t.low_keys[r * t.low_keys.size() / 16]);
+  routed_arrays ranged(300'000, true, true, true);
+  for (std::size_t r = 0; r < lows.size(); ++r) {
+    routed_batch_view part = ranged.view();
+    const key_type top = r + 1 < lows.size() ? lows[r + 1] - 1 : max_key;
+    const auto want = static_cast<std::size_t>(std::count_if(
+        big.keys.begin(), big.keys.end(), [&](key_type x) { return x >= lows[r] && x <= top; }));
+    EXPECT_EQ(router.route_range(big.keys.data(), big.args.data(), big.types.data(), big.keys.size(), lows[r], top,
+                                 bound, part),
+              want <= bound ? want : bound + 1)
+        << "range " << r;
+  }
+  std::vector<value_type> values(bound), values_out(bound);
+  std::vector<std::uint8_t> flags(bound), flags_out(bound);
+  std::vector<std::uint32_t> positions(bound);
+  for (std::uint32_t i = 0; i < bound; ++i) positions[i] = static_cast<std::uint32_t>(bound) - 1 - i;
+  router.scatter(positions.data(), values.data(), flags.data(), bound, values_out.data(), flags_out.data());
+  const std::size_t layouts = 2 * (router.layout_bytes() + router.layout_bytes() / 8);
+  EXPECT_LE(router.device_bytes(), layouts + router.batch_bytes(bound, bound, true));
+  EXPECT_LT(router.device_bytes(), unbounded) << "arrays sized for 300000 keys were freed";
+  EXPECT_GT(gpu_router::sort_bytes(std::size_t{1} << 20), std::size_t{1} << 20);
+}

@@ -123,17 +123,20 @@ TEST(GpuIndex, EveryKeyOrderAndScatterPlaceGivesTheModelsAnswers) {
   }
 }
 
-// config.max_gpu_route_keys: the GPU's share goes in slices that the host
-// merges with each other and with the CPU's share; a fault in one slice
-// re-routes that slice on the CPU; batches above the bound scatter on the
-// host.
+// config.max_gpu_route_keys: the GPU's share goes in key ranges (full sort)
+// or in slices (partial sort) that the host merges with each other and with
+// the CPU's share; a fault re-routes that range set (slice) on the CPU;
+// batches above the bound scatter on the host.
 TEST(GpuIndex, SlicedGpuRoutesGiveTheModelsAnswers) {
   TANDEM_REQUIRE_GPU();
   for (const std::size_t slice : {std::size_t{777}, std::size_t{20'000}}) {
     for (const double share : {1.0, 0.6, -1.0}) {
-      SCOPED_TRACE(::testing::Message() << "slice " << slice << " share " << share);
+      for (const gpu_query_order order : {gpu_query_order::full_sort, gpu_query_order::partial_sort}) {
+      SCOPED_TRACE(::testing::Message() << "slice " << slice << " share " << share << " order "
+                                        << static_cast<int>(order));
       config c = gpu_config();
       c.max_gpu_route_keys = slice;
+      c.gpu_order = order;
       c.gpu_failure_limit = 1000;
       tandem::index idx(c);
       if (share < 0) {
@@ -150,8 +153,79 @@ TEST(GpuIndex, SlicedGpuRoutesGiveTheModelsAnswers) {
       EXPECT_GT(s.gpu_keys, 0u);
       EXPECT_EQ(s.gpu_failures, 1u);
       EXPECT_GT(s.host_scatters, 0u) << "batches above the bound scatter on the host";
+      }
     }
   }
+}
+
+// config.max_gpu_bytes: the index holds at most the budget on the GPU after
+// every batch and load, drops the leaf guides, routes batches larger than
+// what the budget leaves in key ranges (or, when one range would hold too
+// many ops, on the CPU), and answers as the model does, gets and writes,
+// at each key order; a budget that cannot hold the layout leaves the GPU
+// unused and says why.
+TEST(GpuIndex, MemoryBudgetHoldsAndAnswersLikeTheModel) {
+  TANDEM_REQUIRE_GPU();
+  const std::size_t budget = std::size_t{40} << 20;
+  for (const gpu_query_order order : {gpu_query_order::full_sort, gpu_query_order::partial_sort}) {
+    SCOPED_TRACE(order == gpu_query_order::full_sort ? "full sort" : "partial sort");
+    config c = gpu_config();
+    c.max_gpu_bytes = budget;
+    c.gpu_order = order;
+    tandem::index idx(c);
+    idx.set_gpu_share(1.0);
+    run_against_model(idx, key_pattern::clustered, 4242, 10, [&](std::size_t) {
+      ASSERT_LE(idx.stats().gpu_bytes, budget);
+    });
+    stats s = idx.stats();
+    EXPECT_LE(s.gpu_bytes, budget);
+    EXPECT_EQ(s.gpu_budget_bytes, budget);
+    EXPECT_GE(s.gpu_route_keys, std::size_t{1} << 16);
+    EXPECT_TRUE(s.guides_dropped);
+    EXPECT_GT(s.gpu_keys, 0u);
+    EXPECT_EQ(s.gpu_failures, 0u);
+    EXPECT_EQ(s.device.rfind("gpu ", 0), 0u) << s.device;
+
+    // A load that sorts on the GPU, then batches crowded on a few leaves
+    // (one range holds more ops than a route may take: the CPU routes them),
+    // then batches of gets spread over every leaf.
+    test::index_model model;
+    test::key_source keys(key_pattern::uniform, 400'000, 99);
+    model.load(idx, keys.pairs(300'000));
+    EXPECT_LE(idx.stats().gpu_bytes, budget);
+    std::mt19937_64 rng(5);
+    const std::vector<entry> some = keys.pairs(8);
+    for (int round = 0; round < 3; ++round) {
+      batch crowded;
+      for (std::size_t i = 0; i < 150'000; ++i) {
+        const key_type k = some[rng() % (1 + 3 * static_cast<std::size_t>(round))].key + (rng() % 3);
+        if (i % 5 == 0) {
+          crowded.put(k, rng());
+        } else {
+          crowded.get(k);
+        }
+      }
+      ASSERT_EQ(model.check(crowded, idx.execute(crowded), "crowded " + std::to_string(round)), 0u);
+      const batch spread = test::random_batch(keys, 250'000);
+      ASSERT_EQ(model.check(spread, idx.execute(spread), "spread " + std::to_string(round)), 0u);
+      ASSERT_LE(idx.stats().gpu_bytes, budget);
+    }
+    EXPECT_NO_THROW(idx.verify());
+    s = idx.stats();
+    EXPECT_LE(s.gpu_bytes, budget);
+    EXPECT_LT(s.gpu_route_keys, std::size_t{150'000}) << "the batches of 150000 and 250000 ops went in key ranges";
+    EXPECT_GT(s.host_scatters, 0u) << "a budget this small leaves no room to scatter 250000 answers on the GPU";
+  }
+  // Too small for the layout and a route of 2^16 keys: the CPU routes.
+  config c = gpu_config();
+  c.max_gpu_bytes = std::size_t{1} << 20;
+  tandem::index idx(c);
+  idx.set_gpu_share(1.0);
+  run_against_model(idx, key_pattern::uniform, 7, 4, [](std::size_t) {});
+  const stats s = idx.stats();
+  EXPECT_EQ(s.gpu_keys, 0u);
+  EXPECT_NE(s.device.find("max_gpu_bytes"), std::string::npos) << s.device;
+  EXPECT_LE(s.gpu_bytes, c.max_gpu_bytes);
 }
 
 TEST(GpuIndex, BatchesOfOneToSixteenMillionEqualTheCpuIndex) {
@@ -446,6 +520,21 @@ TEST(DeviceSelection, AutoWithoutGpuRunsOnCpuAndSaysSo) {
   EXPECT_EQ(s.gpu_keys, 0u);
   EXPECT_NE(s.device.find("cpu"), std::string::npos) << s.device;
   EXPECT_NE(s.device.find("no GPU"), std::string::npos) << s.device;
+}
+
+// Runs everywhere: a GPU budget on an index that routes on the CPU changes
+// nothing but what stats report.
+TEST(DeviceSelection, GpuBudgetOnTheCpuIsReportedAndHoldsNothing) {
+  config c;
+  c.device = device_kind::cpu;
+  c.max_gpu_bytes = std::size_t{1} << 28;
+  tandem::index idx(c);
+  run_against_model(idx, key_pattern::edges, 12, 4, [](std::size_t) {});
+  const stats s = idx.stats();
+  EXPECT_EQ(s.gpu_budget_bytes, std::size_t{1} << 28);
+  EXPECT_EQ(s.gpu_bytes, 0u);
+  EXPECT_EQ(s.gpu_keys, 0u);
+  EXPECT_FALSE(s.guides_dropped);
 }
 
 }  // namespace

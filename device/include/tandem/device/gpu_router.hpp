@@ -225,12 +225,51 @@ class gpu_router {
   void route(const key_type* keys, const value_type* args, const std::uint8_t* types, std::size_t n,
              routed_batch_view& out, route_timing* timing = nullptr);
 
+  /// @brief As route() with aggregation::full, for the ops whose key lies
+  ///        in [lo, hi] only: all n keys (args, types) go up in chunks, the
+  ///        ops in the range are kept in batch order on the GPU, then
+  ///        sorted, descended, grouped and brought down as route() does.
+  ///        Positions in `out` are batch positions (0 .. n-1). The device
+  ///        arrays are sized by `limit`, not n: key ranges of one batch
+  ///        routed one after another, each holding at most `limit` ops,
+  ///        need the device memory of one route of `limit` keys, and since
+  ///        each range comes out sorted, ranges routed in key order
+  ///        concatenate into the batch's route. Waits.
+  /// @return ops routed (out[0, count) and count's groups written), or
+  ///         limit + 1 when more than `limit` ops lie in the range (out
+  ///         unspecified)
+  /// @throws std::logic_error when no layout was uploaded or the router's
+  ///         order is not aggregation::full
+  /// @throws as route() otherwise
+  std::size_t route_range(const key_type* keys, const value_type* args, const std::uint8_t* types, std::size_t n,
+                          key_type lo, key_type hi, std::size_t limit, routed_batch_view& out,
+                          route_timing* timing = nullptr);
+
+  /// @brief Bounds the route arrays to `route_keys` keys and the scatter's
+  ///        outputs to `scatter_keys` answers (route_keys 0: no bound, the
+  ///        default): arrays that hold more are freed now (they grow again,
+  ///        up to the bound, when needed), growth headroom stays within the
+  ///        bounds, and the calibration's scratch is freed now and after
+  ///        each calibration. The caller keeps routes (route_range ranges)
+  ///        at or below route_keys and scatters at or below scatter_keys.
+  ///        Waits for an upload, route or scatter in flight.
+  void set_key_bound(std::size_t route_keys, std::size_t scatter_keys);
+  /// @return device bytes that routes of up to `route_keys` keys and
+  ///         scatters of up to `scatter_keys` answers hold at most under
+  ///         set_key_bound(route_keys, scatter_keys): their arrays, the
+  ///         chunk buffers of route_range and of the scatter's lanes, CUB
+  ///         scratch and the calibration's.
+  [[nodiscard]] std::size_t batch_bytes(std::size_t route_keys, std::size_t scatter_keys, bool with_args) const;
+  /// @return device bytes sort_pairs takes for runs of `run_pairs` pairs.
+  [[nodiscard]] static std::size_t sort_bytes(std::size_t run_pairs);
+
   /// @brief Replaces the leaf guides (core/leaf_guide.hpp) that routes
   ///        read: guides[id] for leaf ids id < count (a guide with
   ///        block_count 0 gives no hints). From then on a key-sorted route
   ///        (aggregation::full) whose `out.hints` is not null fills it with
   ///        each key's hint in the guide of its leaf (no_hint past `count`)
-  ///        and sets `out.hinted`. count 0 drops the guides. Any host
+  ///        and sets `out.hinted`. count 0 drops the guides (and frees
+  ///        their device memory). Any host
   ///        memory works; pinned is faster. Waits (for a route in flight too).
   /// @throws tandem::cuda_error when a CUDA call fails: no guides are kept
   void upload_guides(const leaf_guide* guides, std::size_t count);

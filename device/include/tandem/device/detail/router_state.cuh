@@ -111,7 +111,17 @@ struct route_resources {
   device_array<std::uint32_t> selected;
   device_array<std::uint32_t> iota;
   device_array<unsigned char> temp;
-  pinned_buffer<std::uint32_t> selected_host;  // G, read by the host
+  // route_range: one chunk as it came up, the exclusive sum of its ops in
+  // the range, the count of ops kept so far (1 entry), each kept op's batch
+  // position, and the sum's CUB scratch.
+  device_array<key_type> chunk_keys;
+  device_array<value_type> chunk_args;
+  device_array<std::uint8_t> chunk_types;
+  device_array<std::uint32_t> chunk_offsets;
+  device_array<std::uint32_t> kept;
+  device_array<std::uint32_t> batch_positions;
+  device_array<unsigned char> chunk_temp;
+  pinned_buffer<std::uint32_t> selected_host;  // G (route_range: ops kept), read by the host
   event_handle sorted;   // full: positions and sorted keys are complete
   event_handle grouped;  // everything but the download is complete
   staged_download download;
@@ -146,6 +156,13 @@ struct scatter_resources {
   std::vector<chunk_marks> chunk_spans;
 };
 
+/// The ops route_range keeps: keys in [lo, hi], at most limit of them.
+struct key_range {
+  key_type lo = 0;
+  key_type hi = 0;
+  std::size_t limit = 0;
+};
+
 /// Scalars of a descent over one array of queries.
 struct descent_args {
   const key_type* keys = nullptr;
@@ -157,6 +174,10 @@ struct descent_args {
 };
 
 }  // namespace detail
+
+/// Keys a calibration times under set_key_bound (its scratch, ~9 MB, is
+/// freed after it): the bound leaves little room beside the batch arrays.
+inline constexpr std::size_t bounded_calibration_keys = std::size_t{1} << 18;
 
 struct gpu_router::state {
   explicit state(const router_options& o) : options(o), pool(o.copy_threads) {}
@@ -196,6 +217,17 @@ struct gpu_router::state {
 
   std::mutex route_mutex;
   detail::route_resources route;  // gpu_route.cu
+  // set_key_bound (under upload_mutex, route_mutex and scatter_mutex):
+  // most keys the route arrays take (0: no bound) and most answers the
+  // scatter's outputs take (read only while key_bound is set).
+  std::atomic<std::size_t> key_bound{0};
+  std::atomic<std::size_t> scatter_bound{0};
+  /// Elements an array sized for `n` takes when it grows: a quarter more,
+  /// within `bound` (0: none).
+  [[nodiscard]] static std::size_t grown(std::size_t n, std::size_t bound) {
+    return bound > 0 ? std::max(n, std::min(n + n / 4, bound)) : n + n / 4;
+  }
+  [[nodiscard]] std::size_t grown(std::size_t n) const { return grown(n, key_bound.load()); }
   // Leaf guides by leaf id (upload_guides, under route_mutex): guide_count
   // of them hold guides, the rest of the capacity nothing.
   detail::device_array<leaf_guide> guides;
@@ -219,10 +251,15 @@ struct gpu_router::state {
 
   std::vector<int> calibrate(const detail::version_buffer& vb, const detail::layout_meta& m);
 
-  /// gpu_route.cu: the work of route() for n >= 1, its checks done.
-  void run_route(const detail::version_buffer& vb, const detail::layout_meta& m, const key_type* keys,
-                 const value_type* args, const std::uint8_t* types, std::size_t n, routed_batch_view& out,
-                 route_timing* timing);
+  /// gpu_route.cu: the work of route() (range null) or route_range() for
+  /// n >= 1, its checks done. @return ops routed (range: limit + 1 when
+  /// more lie in it)
+  std::size_t run_route(const detail::version_buffer& vb, const detail::layout_meta& m, const key_type* keys,
+                        const value_type* args, const std::uint8_t* types, std::size_t n, routed_batch_view& out,
+                        route_timing* timing, const detail::key_range* range);
+  /// gpu_route.cu: route() and route_range() around run_route.
+  std::size_t route_call(const key_type* keys, const value_type* args, const std::uint8_t* types, std::size_t n,
+                         routed_batch_view& out, route_timing* timing, const detail::key_range* range);
   /// Waits for everything a route enqueued, ignoring errors (after a failure).
   void drain_route() noexcept;
 

@@ -73,6 +73,43 @@ __global__ void gather_kernel(const std::uint32_t* __restrict__ perm, std::size_
   }
 }
 
+/// 1 for a key in [lo, hi], else 0 (route_range's filter).
+struct in_range {
+  key_type lo, hi;
+  __host__ __device__ std::uint32_t operator()(key_type k) const { return k >= lo && k <= hi ? 1u : 0u; }
+};
+
+/// Appends a chunk's ops whose key is in `range` after the `*kept` ops kept
+/// before them, in chunk order: op i (offsets[i] = how many ops before it
+/// in the chunk are in range) goes to *kept + offsets[i], with its batch
+/// position first + i; entries at or past `limit` are not written. A null
+/// args (types) skips that array.
+__global__ inline void keep_in_range_kernel(const key_type* __restrict__ keys, const value_type* __restrict__ args,
+                                            const std::uint8_t* __restrict__ types,
+                                            const std::uint32_t* __restrict__ offsets, std::size_t count,
+                                            in_range range, const std::uint32_t* __restrict__ kept,
+                                            std::uint32_t first, std::size_t limit, key_type* __restrict__ keys_out,
+                                            value_type* __restrict__ args_out, std::uint8_t* __restrict__ types_out,
+                                            std::uint32_t* __restrict__ positions_out) {
+  const std::size_t base = *kept;
+  for (std::size_t i = grid_first(); i < count; i += grid_stride()) {
+    const key_type k = keys[i];
+    const std::size_t at = base + offsets[i];
+    if (range(k) == 0 || at >= limit) continue;
+    keys_out[at] = k;
+    if (args != nullptr) args_out[at] = args[i];
+    if (types != nullptr) types_out[at] = types[i];
+    positions_out[at] = first + static_cast<std::uint32_t>(i);
+  }
+}
+
+/// *kept += the chunk's ops in range (the last offset plus the last op's
+/// own flag). One thread, after keep_in_range_kernel.
+__global__ inline void add_kept_kernel(const key_type* __restrict__ keys, const std::uint32_t* __restrict__ offsets,
+                                       std::size_t count, in_range range, std::uint32_t* __restrict__ kept) {
+  *kept += offsets[count - 1] + range(keys[count - 1]);
+}
+
 /// For i < count: values_out[positions[i]] = values[i], flags_out[...] =
 /// flags[i]; positions >= n are skipped; a null output skips its array.
 template <class V, class F>
