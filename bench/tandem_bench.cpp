@@ -47,6 +47,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -69,14 +70,14 @@ int main(int argc, char** argv) {
   options opt;
   if (const int status = parse_command_line(argc, argv, opt); status >= 0) return status;
 
-  // ---- --plot-csv: plot an earlier sweep, run nothing ----------------------------
+  // ---- --plot-csv: plot an earlier CSV (sweep or plain runs), run nothing -------
   if (!opt.plot_csv.empty()) {
     if (opt.plot.empty()) {
       std::fprintf(stderr, "tandem-bench: --plot-csv needs --plot FILE.png\n");
       return 2;
     }
     try {
-      const plot_outcome p = plot_share_sweep(read_csv(opt.plot_csv), opt.plot);
+      const plot_outcome p = plot_rows(read_csv(opt.plot_csv), opt.plot);
       std::printf("%s\n", p.message.c_str());
       return p.rendered ? 0 : 1;
     } catch (const std::exception& e) {
@@ -86,10 +87,6 @@ int main(int argc, char** argv) {
   }
   const bool sweeping = opt.sweep == "share";
   const bool latency_sweep = opt.sweep == "latency";
-  if (!opt.plot.empty() && !sweeping && !latency_sweep) {
-    std::fprintf(stderr, "tandem-bench: --plot draws a sweep: add --sweep share or latency (or use --plot-csv)\n");
-    return 2;
-  }
 
   // ---- resolve the configuration -----------------------------------------------
   workload_spec spec;
@@ -151,6 +148,12 @@ int main(int argc, char** argv) {
   cfg.gpu_leaf_hints = opt.leaf_hints == "on";
   cfg.caller_runs = opt.caller_runs == "on";
   cfg.max_gpu_route_keys = static_cast<std::size_t>(*parse_count(opt.gpu_route_keys));
+  if (!opt.gpu_budget.empty() && opt.gpu_budget.back() == '%') {
+    cfg.max_gpu_bytes = static_cast<std::size_t>(std::strtod(opt.gpu_budget.c_str(), nullptr) / 100.0 *
+                                                 static_cast<double>(spec.keys) * 16.0);
+  } else {
+    cfg.max_gpu_bytes = static_cast<std::size_t>(*parse_count(opt.gpu_budget));
+  }
   if (opt.small_batch != "auto") cfg.small_batch_ops = static_cast<std::size_t>(*parse_count(opt.small_batch));
   if (opt.direct_gets != "auto") cfg.direct_get_ops = static_cast<std::size_t>(*parse_count(opt.direct_gets));
   if (opt.group_commit != "auto") cfg.group_commit_ops = static_cast<std::size_t>(*parse_count(opt.group_commit));
@@ -481,6 +484,13 @@ int main(int argc, char** argv) {
                 data_bytes > 0 ? static_cast<double>(t.after.host_bytes) / data_bytes : 0.0,
                 bytes_text(static_cast<double>(t.after.gpu_bytes)).c_str(), percent(t.after.gpu_bytes),
                 bytes_text(data_bytes).c_str(), percent(t.after.inner_bytes));
+    if (t.after.gpu_budget_bytes > 0) {
+      std::printf("        GPU budget: %s (%.3f%% of the pairs' bytes), held %s; routes of at most %llu keys%s\n",
+                  bytes_text(static_cast<double>(t.after.gpu_budget_bytes)).c_str(),
+                  percent(t.after.gpu_budget_bytes), bytes_text(static_cast<double>(t.after.gpu_bytes)).c_str(),
+                  static_cast<unsigned long long>(t.after.gpu_route_keys),
+                  t.after.guides_dropped ? ", leaf guides dropped" : "");
+    }
   }
   std::printf("  %-13s %s\n", "tandem", tandem_rows.front()->description.c_str());
   for (const system_result* r : other_rows) std::printf("  %-13s %s\n", r->system.c_str(), r->description.c_str());
@@ -511,7 +521,12 @@ int main(int argc, char** argv) {
   }
   if (!opt.plot.empty()) {
     try {
-      std::printf("%s\n", plot_share_sweep(rows, opt.plot).message.c_str());
+      // A plain run plots the whole --csv file (with --csv-append, every run
+      // appended so far), or its own rows without --csv.
+      const plot_outcome p = sweeping       ? plot_share_sweep(rows, opt.plot)
+                             : opt.csv.empty() ? plot_runs(rows, opt.plot)
+                                               : plot_runs(read_csv(opt.csv), opt.plot);
+      std::printf("%s\n", p.message.c_str());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "tandem-bench: --plot %s: %s\n", opt.plot.c_str(), e.what());
       exit_code = 1;

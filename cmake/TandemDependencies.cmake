@@ -19,6 +19,16 @@ if(TANDEM_BUILD_BENCH)
     "absl|libabsl-dev|absl CONFIG"
     "CLI11|libcli11-dev|CLI11 CONFIG"
     "nlohmann_json|nlohmann-json3-dev|nlohmann_json CONFIG")
+  # gnuplot renders tandem-bench --plot. It is optional (without it --plot
+  # writes the gnuplot script and says so), so it joins the list only where
+  # the bootstrap can install it: as root with apt-get (CMake's FindGnuplot;
+  # gnuplot-nox has the png/pngcairo terminals without X11). bench/ then finds
+  # it with find_program.
+  execute_process(COMMAND id -u OUTPUT_VARIABLE _tandem_uid OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  find_program(TANDEM_APT_GET apt-get)
+  if(_tandem_uid STREQUAL "0" AND TANDEM_APT_GET)
+    list(APPEND _tandem_deps "Gnuplot|gnuplot-nox|Gnuplot")
+  endif()
 endif()
 tandem_bootstrap(${_tandem_deps})
 

@@ -217,6 +217,21 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(count_in(0, std::uint64_t{1} << 32, false))
       ->type_name("N")
       ->capture_default_str();
+  app.add_option("--gpu-budget", opt.gpu_budget,
+                 "tandem::config.max_gpu_bytes: most GPU memory the index holds, in bytes (2^28, 300000000) or "
+                 "as a percentage of the loaded pairs' bytes (16 a pair: 1% of 2^31 pairs is 344 MB); the leaf "
+                 "guides are dropped and routes go in key ranges to stay within it. 0: no bound")
+      ->check([](const std::string& v) -> std::string {
+        const bool pct = !v.empty() && v.back() == '%';
+        if (pct) {
+          char* end = nullptr;
+          const double p = std::strtod(v.c_str(), &end);
+          return end == v.c_str() + v.size() - 1 && p > 0 && p <= 100 ? "" : "must be P% with P in (0, 100]";
+        }
+        return parse_count(v) ? "" : "must be a byte count (e.g. 2^28) or P%";
+      })
+      ->type_name("BYTES|P%")
+      ->capture_default_str();
   app.add_option("--small-batch", opt.small_batch,
                  "tandem::config.small_batch_ops: batches of at most this many ops run on the dispatcher thread "
                  "alone (0: never); auto: the config's default")
@@ -344,14 +359,20 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->type_name("W|auto")
       ->capture_default_str();
   app.add_option("--plot", opt.plot,
-                 "With --sweep share (or --plot-csv): write FILE.gp, a self-contained gnuplot script of "
-                 "throughput against GPU share (baselines as lines), and run gnuplot on it to make FILE.png when "
-                 "gnuplot is found (the one CMake found at build time, else on PATH); otherwise say so and keep "
-                 "the script")
+                 "Write FILE.gp, a self-contained gnuplot script, and run gnuplot on it to make FILE.png when "
+                 "gnuplot is found (the one CMake found at build time, else on PATH; configuring as root installs "
+                 "gnuplot-nox); otherwise say so and keep the script. With --sweep share: throughput against the "
+                 "GPU share (baselines as lines); with --sweep latency: latency against batch size and throughput "
+                 "against p99. A plain run plots the rows of its --csv file, so with --csv-append every run "
+                 "appended so far (without --csv, this run's rows): throughput against keys, one line per system, "
+                 "when the runs differ in --keys alone; otherwise grouped bars, one group per run labelled by the "
+                 "settings that differ, one bar per system (M ops/s; M entries/s when every run is --workload "
+                 "scan, M keys counted/s for count)")
       ->type_name("FILE.png");
   app.add_option("--plot-csv", opt.plot_csv,
-                 "Run nothing: plot the --sweep share rows of a CSV written earlier by --csv into --plot FILE.png "
-                 "(exit status 1 when gnuplot is not found)")
+                 "Run nothing: plot a CSV written earlier by --csv into --plot FILE.png, as what it holds: "
+                 "--sweep share rows, --sweep latency rows, or plain runs (see --plot). Exit status 1 when "
+                 "gnuplot is not found")
       ->check(CLI::ExistingFile)
       ->type_name("CSV");
   app.add_option("--csv", opt.csv,
@@ -369,7 +390,7 @@ int parse_command_line(int argc, char** argv, options& opt) {
       "timed from its first submit to its last result, with up to --inflight batches queued; the baselines from "
       "their first to their last batch. Batches are generated before timing.\nExit status: 0 ok, 1 a verify "
       "mismatch, a failed batch or baseline, an unwritable output file, or --plot-csv without gnuplot, 2 the "
-      "index cannot be created (e.g. --device gpu without a GPU) or --plot without --sweep/--plot-csv; other "
+      "index cannot be created (e.g. --device gpu without a GPU) or --plot-csv without --plot; other "
       "command-line errors exit with CLI11's codes.");
   try {
     app.parse(argc, argv);
