@@ -1,7 +1,8 @@
 // gpu_router, the route: takes a batch's keys (and args, types) in batch
 // order, gives the caller's routed_batch_view filled: sorted (or partly
 // sorted) on the GPU, descended, grouped by leaf with the group boundaries
-// found on the GPU, and brought down. Runs on the thread that calls route
+// found on the GPU, and brought down. route_range does the same for the
+// ops of one key range, kept on the GPU as the batch's chunks come up. Runs on the thread that calls route
 // (the scheduler's routing stage), one route at a time per router, beside an
 // upload and a scatter on other threads. Design: gpu_router.hpp; state:
 // detail/router_state.cuh; the descent is launched by gpu_router.cu.
@@ -51,7 +52,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   // come up, one chunk at a time on the main stream (the kept ops must stay
   // in batch order), then routes them as a full sort routes a batch.
   const bool ranged = range != nullptr;
-  const detail::in_range in_range{ranged ? range->lo : 0, ranged ? range->hi : 0};
+  const detail::in_range keep{ranged ? range->lo : 0, ranged ? range->hi : 0};
   const std::size_t room = ranged ? range->limit : n;  // ops the arrays hold
   const bool full = options.order == aggregation::full;
   const bool partial = options.order == aggregation::partial;
@@ -103,7 +104,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     std::size_t scan_bytes = 0;
     TANDEM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(
         nullptr, scan_bytes, thrust::make_transform_iterator(
-                                 static_cast<const key_type*>(r.chunk_keys.data()), in_range),
+                                 static_cast<const key_type*>(r.chunk_keys.data()), keep),
         r.chunk_offsets.data(), static_cast<int>(chunk), main_stream));
     r.chunk_temp.reserve(scan_bytes);
   }
@@ -160,7 +161,8 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     TANDEM_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, select_bytes, r.iota.data(), r.flags.data(),
                                                r.group_begin.data(), r.selected.data(),
                                                static_cast<std::int64_t>(room), main_stream));
-    grow(r.temp, std::max(sort_bytes, select_bytes));
+    const std::size_t temp_bytes = std::max(sort_bytes, select_bytes);  // within batch_bytes' 2 x sort scratch
+    if (r.temp.capacity() < temp_bytes) r.temp.reserve(temp_bytes, 25);
   }
 
   // ---- timing marks (events only when asked for) -------------------------
@@ -209,14 +211,14 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
       std::size_t scan_bytes = r.chunk_temp.capacity();
       TANDEM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(
           r.chunk_temp.data(), scan_bytes,
-          thrust::make_transform_iterator(static_cast<const key_type*>(key_dst), in_range),
+          thrust::make_transform_iterator(static_cast<const key_type*>(key_dst), keep),
           r.chunk_offsets.data(), static_cast<int>(count), stream));
       detail::keep_in_range_kernel<<<detail::shuffle_blocks(count), detail::shuffle_block_threads, 0, stream>>>(
           key_dst, want_args ? arg_dst : nullptr, want_types ? type_dst : nullptr, r.chunk_offsets.data(), count,
-          in_range, r.kept.data(), static_cast<std::uint32_t>(offset), room, r.keys.data(), r.args.data(),
+          keep, r.kept.data(), static_cast<std::uint32_t>(offset), room, r.keys.data(), r.args.data(),
           r.types.data(), r.batch_positions.data());
       TANDEM_CUDA_TRY(cudaGetLastError());
-      detail::add_kept_kernel<<<1, 1, 0, stream>>>(key_dst, r.chunk_offsets.data(), count, in_range, r.kept.data());
+      detail::add_kept_kernel<<<1, 1, 0, stream>>>(key_dst, r.chunk_offsets.data(), count, keep, r.kept.data());
       TANDEM_CUDA_TRY(cudaGetLastError());
     }
     if (!full) {
@@ -476,7 +478,7 @@ std::size_t gpu_router::state::route_call(const key_type* keys, const value_type
   route_timing t;
   out.hinted = false;
   std::size_t routed = 0;
-  if (n == 0 || (range != nullptr && range->limit == 0)) {
+  if (n == 0) {
     if (out.group_begin != nullptr) out.group_begin[0] = 0;
     out.groups = 0;
     out.key_sorted = s.options.order == aggregation::full;

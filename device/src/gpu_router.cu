@@ -426,17 +426,25 @@ void gpu_router::set_key_bound(std::size_t route_keys, std::size_t scatter_keys)
 
 std::size_t gpu_router::batch_bytes(std::size_t route_keys, std::size_t scatter_keys, bool with_args) const {
   const state& s = *state_;
-  // Per route key: keys x2, positions x2, ordinals, nodes, flags,
-  // group_begin, group_ordinal, hints, iota, batch positions; with args:
-  // args x2, types x2. Per scatter answer: its value and flag.
-  const std::size_t per_key = 2 * sizeof(key_type) + 7 * sizeof(std::uint32_t) + 1 + sizeof(leaf_hint) +
-                              (with_args ? 2 * sizeof(value_type) + 2 : 0);
+  // Per route key: keys x2, positions x2, ordinals (x2 without a full
+  // sort), nodes, flags, group_begin, group_ordinal, hints, iota, batch
+  // positions; with args: args x2, types x2. Per scatter answer: its value
+  // and flag.
+  const std::size_t per_key = 2 * sizeof(key_type) + (s.options.order == aggregation::full ? 8 : 9) *
+                              sizeof(std::uint32_t) + 1 + sizeof(leaf_hint) + (with_args ? 2 * sizeof(value_type) + 2 : 0);
   const std::size_t per_answer = sizeof(value_type) + 1;
-  // Per chunk key: route_range's chunk (key, arg, type, offset) and the
-  // scatter lanes' chunks (position, value, flag, two lanes).
+  // Per chunk key: route_range's chunk (key, arg, type, offset), the
+  // scatter lanes' chunks (position, value, flag, two lanes) and, without a
+  // full sort, each route lane's (nodes; partial: sorted keys, positions and
+  // as much again of CUB scratch).
   const std::size_t chunk = s.options.chunk;
+  const std::size_t lane_bytes = s.options.order == aggregation::full ? 0
+                                 : s.options.order == aggregation::none
+                                     ? sizeof(std::uint32_t)
+                                     : sizeof(std::uint32_t) + 2 * (sizeof(key_type) + sizeof(std::uint32_t));
   const std::size_t per_chunk_key = sizeof(key_type) + sizeof(value_type) + 1 + sizeof(std::uint32_t) +
-                                    2 * (sizeof(std::uint32_t) + sizeof(value_type) + 1);
+                                    2 * (sizeof(std::uint32_t) + sizeof(value_type) + 1) +
+                                    static_cast<std::size_t>(s.options.streams) * lane_bytes;
   // CUB scratch of a route's sort and selects, and the calibration's.
   std::size_t sort = 0;
   {
@@ -445,8 +453,10 @@ std::size_t gpu_router::batch_bytes(std::size_t route_keys, std::size_t scatter_
     const auto items = static_cast<std::uint32_t>(std::min<std::size_t>(route_keys, 0xffffffffu));
     TANDEM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort, k, v, items, 0, 64));
   }
+  // The calibration: keys x2, positions x2, nodes x2, ordinals, and its
+  // sort's CUB scratch (about a key and a position again).
   const std::size_t calibration = std::min(s.options.calibration_keys, bounded_calibration_keys) *
-                                  (2 * sizeof(key_type) + 5 * sizeof(std::uint32_t));
+                                  (3 * sizeof(key_type) + 6 * sizeof(std::uint32_t));
   return route_keys * per_key + scatter_keys * per_answer + chunk * per_chunk_key + 2 * sort + calibration +
          (std::size_t{1} << 20);
 }

@@ -48,7 +48,11 @@ void gpu_router::state::run_scatter(const std::uint32_t* positions, const value_
   const bool flags_pinned = want_flags && detail::is_pinned(flags);
 
   // ---- room: every growth before anything is enqueued --------------------
-  const std::size_t room = grown(n, key_bound.load() > 0 ? scatter_bound.load() : 0);
+  // Under set_key_bound: a quarter more within the scatter room, n alone
+  // past it (a scatter decided before the room shrank).
+  const std::size_t room = key_bound.load() == 0          ? grown(n, 0)
+                           : n <= scatter_bound.load() ? grown(n, scatter_bound.load())
+                                                        : n;
   if (want_values && r.values_out.capacity() < n) r.values_out.reserve(room);
   if (want_flags && r.flags_out.capacity() < n) r.flags_out.reserve(room);
   detail::staging_layout staging;

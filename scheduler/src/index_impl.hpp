@@ -289,13 +289,15 @@ class index::impl {
   void route(prepared& p);
   /// Ops [0, m) of the batch into `part` on the GPU, in key ranges of at
   /// most `slice` ops that end at leaf bounds, routed one after another
-  /// (the arrays of one slice on the GPU); they concatenate into the route
-  /// of the m ops, with batch positions. @return false when a range held
-  /// more than `slice` ops (part unspecified)
+  /// (the GPU holds the arrays of one range); they concatenate into the
+  /// route of the m ops, with batch positions. @return false when a range
+  /// held more than `slice` ops (part unspecified; nothing counted; the
+  /// next range_cooldown_batches sliced batches go by position)
   /// @throws what gpu_router::route_range throws
   bool route_gpu_ranges(prepared& p, routed_batch_view& part, std::size_t m, std::size_t slice);
-  /// Adds a GPU route's timing and keys to the batch's report.
+  /// Adds a GPU route's timing and keys to the batch's report and bytes.
   void note_gpu_route(prepared& p, const device::route_timing& t, std::size_t keys, double seconds);
+  static void add_gpu_route(route_report& info, const device::route_timing& t, std::size_t keys, double seconds);
   std::uint32_t route_gpu(prepared& p, const routed_batch_view& want, routed_batch_view& out, std::size_t first,
                           std::size_t m);
   void observe_rates(route_report& info);
@@ -438,10 +440,22 @@ class index::impl {
   std::atomic<int> consecutive_failures_{0};
   std::atomic<bool> degraded_{false};
   /// Most keys one GPU route takes (config.max_gpu_route_keys, or what
-  /// max_gpu_bytes leaves, the smaller; 0: no bound). Written at uploads.
+  /// max_gpu_bytes leaves, the smaller; 0: no bound). Written by
+  /// fit_gpu_budget under gpu_turn_, read by routes under it.
   std::atomic<std::size_t> route_keys_{0};
+  /// Key ranges a batch's GPU share may take (each uploads all its keys);
+  /// more go in slices by position.
+  static constexpr std::size_t max_key_ranges = 32;
+  /// Sampled keys a key range, for its bounds: a range holds its aim
+  /// (9/10 of a route) within ~2.2% (one standard deviation).
+  static constexpr std::size_t range_sample_keys = 2048;
+  /// After a key range overflowed (ops crowded on a leaf), this many sliced
+  /// batches go by position before ranges are tried again.
+  static constexpr int range_cooldown_batches = 8;
+  std::atomic<int> range_cooldown_{0};
   std::atomic<bool> guides_dropped_{false};  // max_gpu_bytes leaves no room for the leaf guides
   std::atomic<bool> over_budget_{false};     // max_gpu_bytes: the GPU is not used
+  std::atomic<std::size_t> budget_layout_bytes_{0};  // what the layout's two versions take, for stats().device
   std::atomic<std::size_t> scatter_keys_{0};  // max_gpu_bytes: most answers a GPU scatter takes
   std::size_t scatter_refused_ = 0;           // a scatter this large did not fit (0: none since the last fit)
   /// Under max_gpu_bytes, scatter room grows only while routes of this many

@@ -47,8 +47,14 @@ void index::impl::open_gpu() {
     options.order = cfg_.gpu_order == gpu_query_order::partial_sort ? device::aggregation::partial
                     : cfg_.gpu_order == gpu_query_order::none       ? device::aggregation::none
                                                                     : device::aggregation::full;
-    // Under a memory budget, smaller chunks leave more of it to routes.
-    if (cfg_.max_gpu_bytes > 0) options.chunk = std::size_t{1} << 19;
+    // Under a memory budget, smaller chunks (their buffers take ~47 bytes a
+    // key) and calibrations leave more of it to routes: chunks of at most
+    // 2^19 keys whose buffers take at most an eighth of the budget.
+    if (cfg_.max_gpu_bytes > 0) {
+      options.chunk = std::size_t{1} << 19;
+      while (options.chunk > (std::size_t{1} << 12) && options.chunk * 47 > cfg_.max_gpu_bytes / 8) options.chunk /= 2;
+      options.calibration_keys = std::max<std::size_t>(options.chunk, 1024);
+    }
     gpu_ = std::make_unique<device::gpu_router>(options);
     device_ = "gpu " + gpu_->name();
   } catch (const std::exception& e) {
@@ -84,20 +90,15 @@ bool index::impl::fit_gpu_budget(std::size_t scatter) {
   // The guides stay while routes of guide_min_route_keys fit beside them.
   bool dropped = !cfg_.gpu_leaf_hints || keys_beside(fixed + guides, scatter) < guide_min_route_keys;
   std::size_t keys = keys_beside(fixed + (dropped ? 0 : guides), scatter);
-  if (keys < min_budget_route_keys && scatter > 0) {  // the layout grew: give up GPU scatters first
+  if (keys < scatter_min_route_keys && scatter > 0) {  // the layout grew: give up GPU scatters first
     scatter = 0;
     dropped = !cfg_.gpu_leaf_hints || keys_beside(fixed + guides, 0) < guide_min_route_keys;
     keys = keys_beside(fixed + (dropped ? 0 : guides), 0);
   }
   if (cfg_.max_gpu_route_keys > 0) keys = std::min(keys, cfg_.max_gpu_route_keys);
   const bool fits = keys >= min_budget_route_keys;
-  if (fits) {
-    device_ = "gpu " + gpu_->name();
-  } else {
-    device_ = "cpu (config.max_gpu_bytes = " + std::to_string(budget) + " cannot hold the GPU's inner layout (" +
-              std::to_string(fixed) + " bytes for two versions) and routes of " +
-              std::to_string(min_budget_route_keys) + " keys; " + gpu_->name() + " unused)";
-  }
+  budget_layout_bytes_.store(fixed);
+  if (scatter_) scatter_->wait();  // no scatter in flight past the new room
   std::lock_guard<std::mutex> turn(gpu_turn_);  // no route between the bounds and their use
   if (dropped && cfg_.gpu_leaf_hints && !guides_dropped_.load()) gpu_->upload_guides(nullptr, 0);  // frees them
   guides_dropped_.store(dropped && cfg_.gpu_leaf_hints);
@@ -116,8 +117,12 @@ bool index::impl::gpu_scatter_fits(std::size_t n) {
   // Room for the answers of n ops while routes of scatter_min_route_keys
   // still fit: more key ranges a batch cost less than a host scatter.
   const std::size_t before = scatter_keys_.load();
-  if (fit_gpu_budget(n) && scatter_keys_.load() >= n && route_keys_.load() >= scatter_min_route_keys) return true;
-  fit_gpu_budget(before);
+  try {
+    if (fit_gpu_budget(n) && scatter_keys_.load() >= n) return true;
+    fit_gpu_budget(before);
+  } catch (const std::exception&) {  // the batch scatters on the host
+    note_gpu_failure();
+  }
   scatter_refused_ = n;
   return false;
 }

@@ -6,8 +6,10 @@
 // boundaries; a share larger than the keys one route may take
 // (config.max_gpu_route_keys, or what config.max_gpu_bytes leaves) goes in
 // key ranges that end at leaf bounds, each routed whole (their routes
-// concatenate), or, without a full sort or when a range overflows, in
-// slices by position; the CPU workers route the rest on the same version;
+// concatenate), or, without a full sort, past max_key_ranges ranges or
+// after a range overflowed, in slices by position (a range that overflows
+// sends its batch to the CPU router); the CPU workers route the rest on the
+// same version;
 // the sorted parts are merged, group by group in parallel. A GPU failure
 // re-routes the GPU's share (slice) on the CPU. Runs on the look-ahead thread (the
 // GPU side of a split on the GPU thread); CPU work enters the arena, the
@@ -52,9 +54,9 @@ void index::impl::route(prepared& p) {
   // version between reading it here and the route using it.
   std::unique_lock<std::mutex> turn(gpu_turn_, std::defer_lock);
   std::shared_ptr<const inner_layout> on_gpu;
-  if (gpu_ && !degraded_.load() && !over_budget_.load() && n >= cfg_.min_gpu_batch && share > 0) {
-    turn.lock();
-    on_gpu = gpu_layout_snapshot();
+  if (gpu_ && !degraded_.load() && n >= cfg_.min_gpu_batch && share > 0) {
+    turn.lock();  // over_budget_ and route_keys_ change only under it
+    if (!over_budget_.load()) on_gpu = gpu_layout_snapshot();
   }
   if (!on_gpu) share = 0;
   const std::size_t m = std::min(n, static_cast<std::size_t>(std::llround(share * static_cast<double>(n))));
@@ -88,7 +90,11 @@ void index::impl::route(prepared& p) {
   // The GPU's share in key ranges (one part: with the whole batch on the
   // GPU, the route itself) or in slices by position (each routed whole:
   // sorted and grouped), the rest on the CPU, then one merge of the parts.
-  const bool by_range = cfg_.gpu_order == gpu_query_order::full_sort && slice < m;
+  // Key ranges while they are few (each uploads all m keys) and the last
+  // batches' ranges did not overflow; else slices by position.
+  const bool by_range = cfg_.gpu_order == gpu_query_order::full_sort && slice < m && version.leaf_count() >= 2 &&
+                        m <= max_key_ranges * (slice / 10 * 9) && range_cooldown_.load() == 0;
+  if (!by_range && range_cooldown_.load() > 0) range_cooldown_.fetch_sub(1);
   const std::size_t slices = by_range ? 1 : (m + slice - 1) / slice;
   std::vector<routed_batch_view>& parts = sp.parts;
   std::vector<std::uint32_t>& bases = sp.part_bases;  // added to a part's positions by the merge
@@ -120,7 +126,7 @@ void index::impl::route(prepared& p) {
         note_gpu_failure();
         info.gpu_failed = true;
       }
-      if (!routed) {  // a range past the slice (keys crowded on one leaf), or a GPU failure: the CPU routes them
+      if (!routed) {  // a range past the slice (ops crowded on a leaf), or a GPU failure: the CPU routes them
         parts[0] = want;
         const auto t0 = clock_type::now();
         run_in_arena([&] {
@@ -203,7 +209,13 @@ std::uint32_t index::impl::route_gpu(prepared& p, const routed_batch_view& want,
 }
 
 void index::impl::note_gpu_route(prepared& p, const device::route_timing& t, std::size_t keys, double seconds) {
-  route_report& info = p.info;
+  add_gpu_route(p.info, t, keys, seconds);
+  consecutive_failures_.store(0);
+  p.bytes.pcie += t.bytes_up + t.bytes_down;
+}
+
+void index::impl::add_gpu_route(route_report& info, const device::route_timing& t, std::size_t keys,
+                                double seconds) {
   info.gpu.upload += t.upload;
   info.gpu.sort += t.sort;
   info.gpu.kernel += t.kernel;
@@ -215,8 +227,6 @@ void index::impl::note_gpu_route(prepared& p, const device::route_timing& t, std
   info.gpu.bytes_down += t.bytes_down;
   info.gpu_seconds += seconds;
   info.gpu_keys += keys;
-  consecutive_failures_.store(0);
-  p.bytes.pcie += t.bytes_up + t.bytes_down;
 }
 
 bool index::impl::route_gpu_ranges(prepared& p, routed_batch_view& part, std::size_t m, std::size_t slice) {
@@ -230,7 +240,7 @@ bool index::impl::route_gpu_ranges(prepared& p, routed_batch_view& part, std::si
   // (and the CPU routes the batch) only where many ops share a leaf.
   const std::size_t aim = std::max<std::size_t>(slice / 10 * 9, 1);
   const std::size_t ranges = (m + aim - 1) / aim;
-  const std::size_t step = std::max<std::size_t>(1, m / (ranges * 4096));
+  const std::size_t step = std::max<std::size_t>(1, m / (ranges * range_sample_keys));
   std::vector<key_type>& sample = p.space->range_sample;
   sample.clear();
   for (std::size_t i = 0; i < m; i += step) sample.push_back(b.keys()[i]);
@@ -245,6 +255,7 @@ bool index::impl::route_gpu_ranges(prepared& p, routed_batch_view& part, std::si
   std::size_t at = 0;
   std::size_t groups = 0;
   bool hinted = part.hints != nullptr;
+  route_report done;  // what the ranges did, counted once they all fit
   for (std::size_t r = 0; r < lows.size(); ++r) {
     routed_batch_view v = part;
     v.positions += at;
@@ -259,8 +270,11 @@ bool index::impl::route_gpu_ranges(prepared& p, routed_batch_view& part, std::si
     const auto t0 = clock_type::now();
     const std::size_t got = gpu_->route_range(b.keys(), v.args ? b.args() : nullptr, v.types ? types : nullptr, m,
                                               lows[r], hi, slice, v, &t);
-    if (got > slice) return false;
-    note_gpu_route(p, t, got, seconds_since(t0));
+    if (got > slice) {  // ops crowded on a leaf: slices by position for the next batches
+      range_cooldown_.store(range_cooldown_batches);
+      return false;
+    }
+    add_gpu_route(done, t, got, seconds_since(t0));
     for (std::size_t g = 0; g < v.groups; ++g) v.group_begin[g] += static_cast<std::uint32_t>(at);
     hinted = hinted && (v.hinted || got == 0);
     at += got;
@@ -274,6 +288,7 @@ bool index::impl::route_gpu_ranges(prepared& p, routed_batch_view& part, std::si
   part.group_begin[groups] = static_cast<std::uint32_t>(m);
   part.key_sorted = true;
   part.hinted = hinted;
+  note_gpu_route(p, done.gpu, done.gpu_keys, done.gpu_seconds);
   return true;
 }
 

@@ -73,7 +73,14 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.gpu_route_keys = route_keys_.load();
   stats_.guides_dropped = guides_dropped_.load();
   stats_.threads = threads_;
-  stats_.device = degraded_.load() ? device_ + " [degraded: routing on the CPU]" : device_;
+  if (over_budget_.load()) {
+    stats_.device = "cpu (config.max_gpu_bytes = " + std::to_string(cfg_.max_gpu_bytes) +
+                    " cannot hold the GPU's inner layout (" + std::to_string(budget_layout_bytes_.load()) +
+                    " bytes for two versions) and routes of " + std::to_string(min_budget_route_keys) + " keys; " +
+                    device_ + " unused)";
+  } else {
+    stats_.device = degraded_.load() ? device_ + " [degraded: routing on the CPU]" : device_;
+  }
 }
 
 tandem::stats index::impl::snapshot() const {

@@ -645,6 +645,10 @@ TEST(GpuRouter, KeyRangesConcatenateIntoTheBatchsRoute) {
   EXPECT_EQ(v.groups, 0u);
   EXPECT_EQ(v.group_begin[0], 0u);
   v = out.view();
+  EXPECT_EQ(router.route_range(b.keys.data(), b.args.data(), b.types.data(), 5000, 0, max_key, 0, v), 1u);
+  v = out.view();
+  EXPECT_EQ(router.route_range(b.keys.data(), b.args.data(), b.types.data(), 5000, lo, hi, 0, v), 0u);
+  v = out.view();
   EXPECT_EQ(router.route_range(b.keys.data(), b.args.data(), b.types.data(), 5000, 0, max_key, 5000, v), 5000u);
   ASSERT_NO_FATAL_FAILURE(expect_routed(v, b, layout, aggregation::full));
 

@@ -63,7 +63,10 @@ TEST(SharePolicy, AGpuThatOutrunsTheLeafPhaseTakesWholeBatches) {
   EXPECT_DOUBLE_EQ(p.share(), 1.0);
   for (int i = 0; i < 4; ++i) run_batch(p, 3e9, 1e9);
   EXPECT_DOUBLE_EQ(p.share(), 1.0);
-  // The GPU slows below the leaf phase's rate: back to balancing.
+  // Just below the leaf phase's rate (0.45 of 0.5 G/s) the batches stay whole.
+  for (int i = 0; i < 8; ++i) run_batch(p, 4.5e8, 1e9);
+  EXPECT_DOUBLE_EQ(p.share(), 1.0);
+  // The GPU slows well below the leaf phase's rate: back to balancing.
   for (int i = 0; i < 16; ++i) run_batch(p, 2e8, 1e9);
   EXPECT_NEAR(p.share(), 2e8 / (2e8 + 1e9), 1e-3);
 }

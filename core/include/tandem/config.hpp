@@ -118,8 +118,9 @@ struct config {
   gpu_query_order gpu_order = gpu_query_order::full_sort;
   /// Put a GPU-routed batch's answers back in batch order on the GPU
   /// (sorted answers up, batch-order answers down) instead of on the host.
-  /// Batches larger than max_gpu_route_keys (when set) scatter on the host.
-  /// Range: any.
+  /// Batches larger than max_gpu_route_keys (when set; under max_gpu_bytes,
+  /// larger than the answers the budget keeps room for) scatter on the
+  /// host. Range: any.
   bool gpu_scatter = true;
   /// Keep a guide of each leaf's blocks on the GPU (304 bytes a leaf,
   /// refreshed when the gets of a batch find many of them stale), so that a
@@ -129,27 +130,35 @@ struct config {
   /// Range: any.
   bool gpu_leaf_hints = true;
   /// Most keys one GPU route call takes (0: no bound). A batch's GPU share
-  /// beyond it is routed in slices of this many keys, one after another,
-  /// and the host merges the sorted slices. Bounds the device memory the
-  /// index holds for batches (~60 bytes a key routed at once) apart from
-  /// the inner layout and the leaf guides (gpu_leaf_hints): set it when the GPU must stay small beside big
-  /// batches (e.g. 2^21 keeps batch arrays near 130 MB). Range: 0, or
-  /// [256, 2^32]: each slice is a GPU route of its own (launches, copies,
-  /// a part of the merge), which slices of fewer keys do not repay; a
-  /// batch holds fewer than 2^32 keys, so no larger bound is needed.
+  /// beyond it goes, with gpu_order full_sort, in key ranges that end at
+  /// leaf bounds and hold at most this many ops each, routed one after
+  /// another (every range uploads the batch's keys and keeps its own on the
+  /// GPU; the ranges' routes concatenate); with the other orders, or when a
+  /// range would hold more (many ops on one leaf), in slices of this many
+  /// keys by position that the host merges, or on the CPU. Bounds the device
+  /// memory the index holds for batches (~60 bytes a key routed at once)
+  /// apart from the inner layout and the leaf guides: 2^21 keeps batch
+  /// arrays near 130 MB; max_gpu_bytes sizes it from a byte budget. Range:
+  /// 0, or [256, 2^32]: each range or slice is a GPU route of its own
+  /// (launches, copies), which fewer keys do not repay; a batch holds fewer
+  /// than 2^32 keys, so no larger bound is needed.
   std::size_t max_gpu_route_keys = 0;
   /// Most bytes of GPU memory the index holds at any time (0: no bound;
   /// otherwise at least 1 MiB). Counted: both versions of the inner
   /// layout's mirror, the leaf guides, the route and scatter arrays and the
   /// load's sort runs. The index stays within it by giving things up in
-  /// this order: the leaf guides are dropped (no hints; answers are the
-  /// same), a GPU route takes at most as many keys as the rest allows (a
-  /// larger share goes in slices, as with max_gpu_route_keys, the smaller
-  /// bound winning), and when not even the two layout versions and a slice
-  /// of 2^16 keys fit, routing stays on the CPU (stats().device says why).
-  /// Re-checked whenever the inner layout grows. stats().gpu_bytes is what
-  /// the index holds, stats().gpu_budget_bytes this bound. Range: 0, or at
-  /// least 2^20 (1 MiB).
+  /// this order: the leaf guides are dropped when routes of 2^22 keys do not
+  /// fit beside them (no hints; answers are the same); a GPU route takes at
+  /// most as many keys as the rest allows (a larger share goes in key
+  /// ranges, as with max_gpu_route_keys, the smaller bound winning); room
+  /// to scatter a batch's answers on the GPU is kept while routes of 2^20
+  /// keys still fit beside it (else the batch scatters on the host); a load
+  /// sorts on the GPU only in at most 4 runs (else on the CPU); and when not
+  /// even the two layout versions and routes of 2^16 keys fit, routing
+  /// stays on the CPU (stats().device says why). Re-checked whenever the
+  /// inner layout grows. stats().gpu_bytes is what the index holds,
+  /// stats().gpu_budget_bytes this bound. Range: 0, or at least 2^20
+  /// (1 MiB).
   std::size_t max_gpu_bytes = 0;
   /// Consecutive GPU failures after which the GPU is marked degraded and
   /// routing stays on the CPU. Range: at least 1.

@@ -120,8 +120,9 @@ struct stats {
   /// counted.
   std::size_t host_bytes = 0;
   /// Device memory the index holds: its inner layout (two versions while
-  /// one is re-synced), the leaf guides and the GPU's grow-only route and scatter arrays,
-  /// sized by the largest batch so far. 0 without a GPU.
+  /// one is re-synced), the leaf guides and the GPU's grow-only route and
+  /// scatter arrays, sized by the largest batch so far (under
+  /// config.max_gpu_bytes, by what the budget leaves). 0 without a GPU.
   std::size_t gpu_bytes = 0;
   /// config.max_gpu_bytes (0: no bound); gpu_bytes stays at or below it.
   std::size_t gpu_budget_bytes = 0;

@@ -13,7 +13,13 @@
 /// behind the leaf phase and every key goes to the GPU (s = 1): CPU routing
 /// would only take cores from the leaf phase. (Measured on the H200, 2^27
 /// keys, batches of 2^24 gets: share 1 gave 278 M ops/s, the balancing share
-/// 0.91 gave 198.) Only a GPU slower than that gets the balancing share.
+/// 0.91 gave 198.) Only a GPU slower than that gets the balancing share, and
+/// once at 1 the share stays there until the GPU falls below
+/// `keep_whole_batches` of the leaf phase's rate: near equality a split
+/// gains little and costs a merge of the two sides' routes (a GPU share in
+/// key ranges, under config.max_gpu_bytes, routes faster per key the
+/// smaller it is, which without this margin flipped the share between 1
+/// and a split from batch to batch).
 ///
 /// Until a side has been measured its rate is unknown and the share stays at
 /// `initial_share`. A side that got no keys in a batch keeps its old rate.
@@ -76,9 +82,13 @@ class share_policy {
     s.rate = s.rate > 0 ? smoothing_ * r + (1 - smoothing_) * s.rate : r;
   }
 
+  /// A share of 1 is kept while the GPU routes at least this share of the
+  /// leaf phase's rate.
+  static constexpr double keep_whole_batches = 0.8;
+
   void choose() noexcept {
     const double g = gpu_.rate, c = cpu_.rate, l = leaf_.rate;
-    if (g > 0 && l > 0 && g >= l) {
+    if (g > 0 && l > 0 && (g >= l || (share_ == 1.0 && g >= keep_whole_batches * l))) {
       share_ = 1.0;
     } else if (g > 0 && c > 0) {
       share_ = g / (g + c);

@@ -81,7 +81,10 @@ struct route_lane {
   device_array<unsigned char> temp;
 };
 
-/// Device arrays of a route (n = the largest batch so far; grow-only).
+/// Device arrays of a route (n = the largest batch so far, or under
+/// set_key_bound at most the bound; grow-only but for set_key_bound).
+/// route_range fills keys, args, types with the range's ops as they are
+/// kept (batch_positions: each one's batch position) and routes those.
 ///
 ///     keys, args, types          the batch in batch order (uploaded)
 ///     keys_alt                   full: the sort's other key buffer;
@@ -175,7 +178,7 @@ struct descent_args {
 
 }  // namespace detail
 
-/// Keys a calibration times under set_key_bound (its scratch, ~9 MB, is
+/// Keys a calibration times under set_key_bound (its scratch, ~12 MB, is
 /// freed after it): the bound leaves little room beside the batch arrays.
 inline constexpr std::size_t bounded_calibration_keys = std::size_t{1} << 18;
 
