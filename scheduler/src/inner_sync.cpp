@@ -69,10 +69,9 @@ void index::impl::open_gpu() {
 bool index::impl::fit_gpu_budget(std::size_t scatter) {
   const std::size_t budget = cfg_.max_gpu_bytes;
   if (budget == 0) return true;
-  // Both versions of the mirror, with the upload's headroom (an eighth).
-  const std::size_t mirror = layout_->key_region().size() * sizeof(key_type) +
-                             layout_->child_prefix().size() * sizeof(std::uint32_t) +
-                             layout_->leaf_ids().size() * sizeof(leaf_id);
+  // Both versions of the mirror (at most the layout's bytes each), with the
+  // upload's headroom (an eighth).
+  const std::size_t mirror = layout_->bytes();
   const std::size_t fixed = 2 * (mirror + mirror / 8);
   const std::size_t leaves = store_.leaf_count();
   const std::size_t guides = (leaves + leaves / 4) * sizeof(leaf_guide);

@@ -88,10 +88,10 @@ void index::impl::route(prepared& p) {
     return;
   }
   // The GPU's share in key ranges (one part: with the whole batch on the
-  // GPU, the route itself) or in slices by position (each routed whole:
-  // sorted and grouped), the rest on the CPU, then one merge of the parts.
-  // Key ranges while they are few (each uploads all m keys) and the last
-  // batches' ranges did not overflow; else slices by position.
+  // GPU, the route itself) while they are few (each uploads all m keys) and
+  // the last batches' ranges did not overflow, else in slices by position
+  // (each routed whole: sorted and grouped); the rest on the CPU, then one
+  // merge of the parts.
   const bool by_range = cfg_.gpu_order == gpu_query_order::full_sort && slice < m && version.leaf_count() >= 2 &&
                         m <= max_key_ranges * (slice / 10 * 9) && range_cooldown_.load() == 0;
   if (!by_range && range_cooldown_.load() > 0) range_cooldown_.fetch_sub(1);
