@@ -27,10 +27,12 @@
 
 #include "src/alloc_count.hpp"
 #include "src/baselines.hpp"
+#include "src/churn.hpp"
 #include "src/cli.hpp"
 #include "src/gpu_baseline.hpp"
 #include "src/latency.hpp"
 #include "src/model.hpp"
+#include "src/persist.hpp"
 #include "src/plot.hpp"
 #include "src/probe.hpp"
 #include "src/report.hpp"
@@ -118,11 +120,19 @@ int main(int argc, char** argv) {
   const std::string host = host_name();
   std::printf("tandem-bench: tandem %s (CUDA layer: %s) on %s, %u CPUs (%s)\n", tandem::version(),
               tandem::built_with_cuda() ? "yes" : "no", host.c_str(), cpu_count(), cpu_model().c_str());
+  const bool churn = opt.workload == "churn";
+  const bool save = opt.workload == "save";
+  if (churn) {
+    std::printf("workload churn: keys %s (the window); rounds %s\n", pow2_text(spec.keys).c_str(), opt.rounds.c_str());
+  } else if (save) {
+    std::printf("workload save: keys %s\n", pow2_text(spec.keys).c_str());
+  } else {
   std::printf("workload %s: %s; dist %s; keys %s (loaded in %s order); ops %s; batch %s (%llu batches, up to %zu "
               "in flight)\n",
               to_string(spec.kind), describe(spec.kind, spec.scan_length, spec.order).c_str(), to_string(spec.dist),
               pow2_text(spec.keys).c_str(), spec.sorted_load ? "key" : "random", pow2_text(spec.ops).c_str(), pow2_text(spec.batch).c_str(),
               static_cast<unsigned long long>(nb), opt.inflight);
+  }
   std::printf("threads %zu; device %s; gpu-share %s; gpu-order %s; gpu-scatter %s; leaf-hints %s; gpu-route-keys %s; "
               "seed %llu%s\n",
               threads, opt.device.c_str(), sweeping ? "swept" : share_text.c_str(), opt.gpu_order.c_str(),
@@ -170,6 +180,30 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem-bench: cannot create the index (--device %s): %s\n", opt.device.c_str(), e.what());
     return 2;
+  }
+
+  if (save) {
+    try {
+      const std::vector<json> rows = run_save(opt, cfg, *idx);
+      if (!opt.csv.empty()) write_csv(opt.csv, rows, opt.csv_append);
+      if (!opt.json.empty()) write_json(opt.json, rows);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tandem-bench: -w save: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
+  if (churn) {
+    try {
+      const std::vector<json> rows = run_churn(opt, cfg, *idx, resident_bytes());
+      if (!opt.csv.empty()) write_csv(opt.csv, rows, opt.csv_append);
+      if (!opt.json.empty()) write_json(opt.json, rows);
+      if (!opt.plot.empty()) std::printf("%s\n", plot_churn(rows, opt.plot).message.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tandem-bench: -w churn: %s\n", e.what());
+      return 1;
+    }
+    return 0;
   }
 
   // ---- data, generated before any timing -----------------------------------------

@@ -6,10 +6,13 @@ include(TandemBootstrap)
 set(THREADS_PREFER_PTHREAD_FLAG ON)
 find_package(Threads REQUIRED)
 
-# name | Debian package | find_package arguments (separated by ';' inside the string)
+# name | Debian package | find_package arguments (separated by ';' inside the string).
+# xxHash checksums snapshot files, header-only (cmake/FindxxHash.cmake); 0.8
+# is its first release with a stable XXH3.
 set(_tandem_deps
   "TBB|libtbb-dev|TBB CONFIG"
-  "Boost|libboost-dev|Boost 1.71")
+  "Boost|libboost-dev|Boost 1.71"
+  "xxHash|libxxhash-dev|xxHash 0.8")
 if(TANDEM_BUILD_TESTS)
   list(APPEND _tandem_deps "GTest|libgtest-dev|GTest CONFIG")
 endif()

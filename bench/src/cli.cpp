@@ -146,8 +146,12 @@ int parse_command_line(int argc, char** argv, options& opt) {
                  "load: bulk load timed (keys/s), then M inserts of new keys; C: 100% get; A: 50% get / 50% put; "
                  "B: 95% get / 5% put; E: 95% ordered scans of 1..100 keys (uniform) / 5% inserts of new keys; "
                  "scan: long scans of --scan-length keys (also reports entries/s); count: counts over random ranges "
-                 "holding about --scan-length keys (also reports keys counted/s)")
-      ->transform(CLI::IsMember({"load", "C", "A", "B", "E", "scan", "count"}, CLI::ignore_case))
+                 "holding about --scan-length keys (also reports keys counted/s); churn: a sliding window of --keys "
+                 "keys for --rounds rounds, each inserting the next keys/16 and erasing the keys/16 oldest among "
+                 "reads (memory, leaves and throughput per round; then the window erased whole and compact()); save: "
+                 "index::save and index::open of --keys pairs beside a plain sequential write and read of as many "
+                 "bytes to the same disk and a sorted bulk load (see --snapshot-path)")
+      ->transform(CLI::IsMember({"load", "C", "A", "B", "E", "scan", "count", "churn", "save"}, CLI::ignore_case))
       ->type_name("W")
       ->capture_default_str();
   app.add_option("--dist,-d", opt.dist,
@@ -340,6 +344,19 @@ int parse_command_line(int argc, char** argv, options& opt) {
                  "or spin (submit with a callback, spin until it has run: no wake-up on the way back)")
       ->check(CLI::IsMember({"future", "spin"}))
       ->type_name("HOW")
+      ->capture_default_str();
+  app.add_option("--snapshot-path", opt.snapshot_path,
+                 "-w save: the snapshot file (its folder also gets the plain file of the comparison; both are removed "
+                 "at the end)")
+      ->capture_default_str();
+  app.add_option("--rounds", opt.rounds, "-w churn: rounds of the sliding window")
+      ->check(count_in(1, std::uint64_t{1} << 24, false))
+      ->type_name("R")
+      ->capture_default_str();
+  app.add_option("--churn-keys", opt.churn_keys,
+                 "-w churn: time-ordered keys (key i is i: the window slides right) or random ones (key i is a "
+                 "hash of i: the same churn spread over the key space)")
+      ->check(CLI::IsMember({"ordered", "random"}))
       ->capture_default_str();
   app.add_option("--latency-seconds", opt.latency_seconds, "--sweep latency: seconds per point and system")
       ->check(CLI::Range(0.01, 600.0))

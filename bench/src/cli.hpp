@@ -52,6 +52,9 @@ struct options {
   std::string sweep;
   std::string latency_batches = "1,16,64,256,1024,4096,65536";  ///< --sweep latency: B values
   std::string latency_clients = "1,4,16";                       ///< --sweep latency: K values
+  std::string rounds = "1000";       ///< -w churn: rounds
+  std::string snapshot_path = "tandem-bench.snapshot";  ///< -w save: the snapshot file
+  std::string churn_keys = "ordered";  ///< -w churn: ordered | random
   double latency_seconds = 1.0;                                  ///< --sweep latency: seconds a point and system
   std::string latency_wait = "future";                           ///< --sweep latency: future | spin
   std::string warmup = "auto";

@@ -413,6 +413,40 @@ plot_outcome plot_latency(const std::vector<json>& rows, const std::string& png)
   return render(script, png, "latency sweep");
 }
 
+plot_outcome plot_churn(const std::vector<json>& rows, const std::string& png) {
+  std::vector<std::array<double, 5>> points;  // round, leaf MB, resident MB, leaves, M ops/s
+  for (const json& r : rows) {
+    if (!r.contains("round")) continue;
+    points.push_back({number(get(r, "round")), number(get(r, "leaf_bytes")) / 1e6,
+                      number(get(r, "resident_bytes")) / 1e6, number(get(r, "leaves")),
+                      number(get(r, "ops_per_s")) / 1e6});
+  }
+  if (points.empty()) throw std::runtime_error("no -w churn rows to plot");
+  const json& f = rows.front();
+  const std::string script = script_path(png);
+  const std::string title = "tandem-bench -w churn: a sliding window of " + pow2(get(f, "keys")) + " " +
+                            text(get(f, "key_order")) + " keys, keys/16 inserted and erased a round; " +
+                            text(get(f, "threads")) + " threads, routing " +
+                            text(get(f, "device_used")).substr(0, text(get(f, "device_used")).find(" ("));
+  std::ofstream out = open_script(script, png, "-w churn: memory, leaves and throughput per round", 1400, 900);
+  out << "set multiplot layout 2,1 title " << double_quoted(title) << "\n"
+      << "set grid\nset key below\n$r << EOD\n# round leaf_MB resident_MB leaves Mops\n";
+  for (const auto& p : points) out << p[0] << ' ' << p[1] << ' ' << p[2] << ' ' << p[3] << ' ' << p[4] << '\n';
+  out << "EOD\n"
+      << "set xlabel 'round'\nset ylabel 'MB'\nset y2label 'leaves'\nset ytics nomirror\nset y2tics\n"
+      << "set yrange [0:*]\nset y2range [0:*]\n"
+      << "plot $r using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'leaf bytes (MB)', \\\n"
+      << "     $r using 1:3 with lines lw 2 lc rgb '#d62728' title 'process resident memory (MB)', \\\n"
+      << "     $r using 1:4 axes x1y2 with lines dt 2 lc rgb '#2ca02c' title 'leaves (right axis)'\n"
+      << "unset y2tics\nunset y2label\nset ytics mirror\n"
+      << "set ylabel 'M ops/s (one batch a round)'\n"
+      << "plot $r using 1:5 with points pt 7 ps 0.4 lc rgb '#9467bd' title 'throughput of the round', \\\n"
+      << "     $r using 1:5 smooth bezier lw 2 lc rgb '#ff7f0e' title 'smoothed'\n"
+      << "unset multiplot\n";
+  close_script(out, script);
+  return render(script, png, "churn rounds");
+}
+
 namespace {
 
 /// A field of a plain run's rows that tells runs apart, and how a value of
@@ -677,6 +711,7 @@ plot_outcome plot_rows(const std::vector<json>& rows, const std::string& png) {
   }
   if (share) return plot_share_sweep(rows, png);
   if (latency) return plot_latency(rows, png);
+  if (!rows.empty() && rows.front().contains("round")) return plot_churn(rows, png);
   return plot_runs(rows, png);
 }
 

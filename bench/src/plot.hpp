@@ -58,6 +58,11 @@ plot_outcome plot_latency(const std::vector<json>& rows, const std::string& png)
 ///         hold no plain run
 plot_outcome plot_runs(const std::vector<json>& rows, const std::string& png);
 
+/// @brief -w churn's rounds: leaf memory and resident memory (left axis)
+///        and leaves (right axis) against the round, and each round's
+///        throughput below.
+plot_outcome plot_churn(const std::vector<json>& rows, const std::string& png);
+
 /// @brief Plots `rows` (as read back by read_csv) as what they hold: any
 ///        --sweep share row makes it plot_share_sweep, any --sweep latency
 ///        row plot_latency, otherwise plot_runs.

@@ -6,12 +6,21 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace tandem_bench {
 
 using json = nlohmann::ordered_json;
+/// SplitMix64's finalizer: distinct keys spread over the key space for
+/// distinct i (-w churn's random keys, -w save's pairs).
+[[nodiscard]] inline std::uint64_t spread_key(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 
 [[nodiscard]] std::string host_name();
 /// "model name" of /proc/cpuinfo, or "unknown".

@@ -123,6 +123,25 @@ class column_cache_state {
     return previous;
   }
 
+  std::size_t release_free() noexcept {
+    std::vector<free_block> cached;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cached.swap(free_);
+      try {
+        free_.reserve(max_free_blocks);
+      } catch (...) {  // keeps nothing cached until there is room again
+      }
+      free_bytes_ = 0;
+    }
+    std::size_t bytes = 0;
+    for (const free_block& f : cached) {
+      f.block->source->release(f.block, f.bytes + header_bytes);
+      bytes += f.bytes;
+    }
+    return bytes;
+  }
+
   column_cache_counts counts() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     return {free_.size(), free_bytes_, reused_, allocated_};
@@ -170,5 +189,7 @@ void release_column(void* p, std::size_t) noexcept {
 }
 
 column_cache_counts column_cache() noexcept { return cache().counts(); }
+
+std::size_t release_free_columns() noexcept { return cache().release_free(); }
 
 }  // namespace tandem::detail

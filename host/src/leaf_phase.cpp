@@ -72,10 +72,13 @@ struct leaf_phase_workspace::buffers {
   // Made before the writes (run_leaf_reads), used by them.
   ::tandem::host::detail::scratch<split_record> split_room;
   split_sink splits;
+  ::tandem::host::detail::scratch<leaf_id> underfull_room;
+  record_sink<leaf_id> underfull;
 };
 
 leaf_phase_workspace::leaf_phase_workspace() : buffers_(std::make_unique<buffers>()) {}
 leaf_phase_workspace::~leaf_phase_workspace() = default;
+void leaf_phase_workspace::release() { buffers_ = std::make_unique<buffers>(); }
 const range_op_vector& leaf_phase_workspace::ranges() const noexcept { return buffers_->ranges; }
 const std::vector<refused_scan>& leaf_phase_workspace::refused_scans() const noexcept {
   return buffers_->scan_out.refused;
@@ -124,9 +127,8 @@ std::uint64_t split_bound(const leaf_store& store, const leaf_phase_input& in, c
 /// records.
 void reserve_for_writes(leaf_store& store, const leaf_phase_input& in, leaf_phase_report& report,
                         leaf_phase_workspace::buffers& ws) {
-  ws.splits.records = nullptr;
-  ws.splits.capacity = 0;
-  ws.splits.count.store(0, std::memory_order_relaxed);
+  ws.splits.reset(nullptr, 0);
+  ws.underfull.reset(nullptr, 0);
   report.split_bound = 0;
   if (ws.writes == 0) return;
   // A bound that reads no leaf (leaf_store::apply): a group with fewer adds
@@ -134,21 +136,29 @@ void reserve_for_writes(leaf_store& store, const leaf_phase_input& in, leaf_phas
   // one with more may split its routed leaf twice for free and then once
   // per adds_per_split adds. Leaves made since the routing version may lie
   // inside a group's range: each may take two splits beside the groups' own.
-  const std::size_t leaves = store.leaf_count();
-  const std::size_t newer = in.leaf_count != 0 && in.leaf_count <= leaves ? leaves - in.leaf_count : leaves;
+  const std::size_t leaves = store.live_leaves();
+  const std::size_t newer = in.leaves_made != unknown_made   ? static_cast<std::size_t>(store.made() - in.leaves_made)
+                            : in.leaf_count != 0 && in.leaf_count <= leaves ? leaves - in.leaf_count
+                                                                            : leaves;
   std::uint64_t bound = ws.loose_split_bound + 2 * std::uint64_t{store.near_full()} + 2 * std::uint64_t{newer};
   // Room is address space until leaves are built in it; but when the bound
   // would reserve much beyond the room there is, the leaves the writes
   // reach are read for a tighter one.
   if (bound > store.room() && bound > leaves / 4) bound = std::min(bound, split_bound(store, in, ws));
   store.reserve(static_cast<std::size_t>(bound));
-  ws.splits.records = ws.split_room.get(bound);
-  ws.splits.capacity = bound;
+  ws.splits.reset(ws.split_room.get(bound), bound);
   if (report.splits.capacity() < bound) {
     ::tandem::host::detail::allocation_point();
     report.splits.reserve(bound);
   }
   report.split_bound = bound;
+  // A group's run offers at most its last leaf for a merge.
+  const std::size_t offers = std::min<std::size_t>(ws.writes, in.routes->groups);
+  ws.underfull.reset(ws.underfull_room.get(offers), offers);
+  if (report.underfull.capacity() < offers) {
+    ::tandem::host::detail::allocation_point();
+    report.underfull.reserve(offers);
+  }
 }
 
 /// Answers the gets of groups [g_begin, g_end) of a gets-only batch in
@@ -502,6 +512,7 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
             const std::uint32_t b = gb[g], e = gb[g + 1];
             leaf_id id = in.leaf_ids[rt.group_ordinal[g]];
             const bool reads_only = in.gets_only || ws.n_write[g] == 0;
+            bool shrank = false;  // a run removed keys: its last leaf may be offered for a merge
             // Runs of point ops (of gets only, in a group without writes),
             // merge-joined against the leaf that owns them now; range ops
             // were answered by the reads, invalid ops get zeros.
@@ -536,9 +547,11 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
                 std::int64_t added = 0;
                 id = store.apply_run(id, run, j - i, &ws.splits, added);
                 t.delta += added;
+                shrank |= added < 0;
               }
               i = j;
             }
+            if (shrank && store[id].data.size() <= leaf_store::merge_below) ws.underfull.push_back(id);
             // Counted while the group's lines are still cached.
             if (g % line_sample_groups == 0) count_group_lines(store, in, g, t.lines);
           }
@@ -553,6 +566,7 @@ void run_leaf_writes(leaf_store& store, const leaf_phase_input& in, sorted_answe
   // Within the capacity reserved for them: no allocation.
   report.splits.assign(ws.splits.records, ws.splits.records + ws.splits.size());
   report.splits_lost = ws.splits.lost();
+  report.underfull.assign(ws.underfull.records, ws.underfull.records + ws.underfull.size());
   report.leaf = seconds_since(t0);
 }
 

@@ -69,6 +69,14 @@ std::shared_ptr<tandem::detail::answer_columns> answer_pool::take(std::size_t n)
   });
 }
 
+void answer_pool::release_free() noexcept {
+  std::vector<std::unique_ptr<slot>> free;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free.swap(free_);
+  }
+}
+
 void answer_pool::give_back(slot* s) noexcept {
   std::unique_ptr<slot> owned(s);
   try {

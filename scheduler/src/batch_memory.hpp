@@ -74,6 +74,8 @@ class answer_pool : public std::enable_shared_from_this<answer_pool> {
 
   /// @return columns with room for n answers (contents unspecified).
   std::shared_ptr<tandem::detail::answer_columns> take(std::size_t n);
+  /// Frees the columns no result holds (the next batches allocate afresh).
+  void release_free() noexcept;
 
  private:
   struct slot;

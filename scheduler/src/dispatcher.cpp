@@ -114,7 +114,7 @@ index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
   // to leave it a slot; threads - 1 workers serve both.
   arena_.initialize(threads + 1, 2);
   threads_ = static_cast<std::size_t>(threads);
-  rebuild_table_from_store();
+  rebuild_table_from_store({});
   publish_stats(nullptr, false, 0);
   lookahead_ = std::make_unique<scheduler::worker_thread>();
   if (gpu_) {
@@ -136,6 +136,7 @@ index::impl::~impl() {
   }
   wake_.notify_one();
   dispatcher_.join();
+  if (saver_.joinable()) saver_.join();
 }
 
 void index::impl::enqueue(std::unique_ptr<job> j) {
@@ -368,6 +369,16 @@ void index::impl::dispatch() {
         wait_for_answers();
         return;
       }
+      if (j->type == job::kind::save) {
+        // It reads the leaves beside later readers; writes wait for it.
+        try {
+          start_save(j);
+        } catch (...) {
+          j->finished.set_exception(std::current_exception());
+          delete j;
+        }
+        continue;
+      }
       if (j->type != job::kind::batch) {
         deliver_scattered();  // loads and barriers come after every earlier batch
         wait_for_answers();
@@ -467,7 +478,7 @@ void index::impl::leaf_stage(prepared& p) {
     // and inner layout back in line with the leaves so the index stays
     // consistent for the next batch.
     try {
-      run_in_arena([&] { rebuild_table_from_store(); });
+      run_in_arena([&] { rebuild_table_from_store({}); });
     } catch (...) {
     }
   }

@@ -76,6 +76,32 @@ std::uint64_t detail::index_access::disarm_allocation_fault() noexcept {
 
 tandem::stats index::stats() const { return impl_->snapshot(); }
 
+void index::save(const std::string& path) {
+  impl_->refuse_on_dispatcher("save");
+  auto j = std::make_unique<job>();
+  j->type = job::kind::save;
+  j->path = path;
+  std::future<void> done = j->finished.get_future();
+  impl_->enqueue(std::move(j));
+  done.get();
+}
+
+void index::open(const std::string& path) {
+  impl_->refuse_on_dispatcher("open");
+  impl_->open_snapshot(path);
+}
+
+void index::compact() {
+  impl_->refuse_on_dispatcher("compact");
+  auto j = std::make_unique<job>();
+  j->type = job::kind::barrier;
+  impl* self = impl_.get();
+  j->barrier_work = [self] { self->compact(); };
+  std::future<void> done = j->finished.get_future();
+  impl_->enqueue(std::move(j));
+  done.get();
+}
+
 void index::verify() {
   impl_->refuse_on_dispatcher("verify");
   auto j = std::make_unique<job>();

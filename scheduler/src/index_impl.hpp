@@ -63,11 +63,15 @@ struct load_input {
   const value_type* values = nullptr;
   std::size_t stride = 1;
   std::size_t n = 0;
+  /// A snapshot's sequence number (index::open): later batches are numbered
+  /// after it.
+  std::uint64_t sequence = 0;
 };
 
-/// One unit of work in the queue: a batch, a load, or a barrier.
+/// One unit of work in the queue: a batch, a load, a barrier or a save.
 struct job {
-  enum class kind { batch, load, barrier } type = kind::batch;
+  enum class kind { batch, load, barrier, save } type = kind::batch;
+  std::string path;                    // save
   tandem::batch ops;
   load_input pairs;                    // load
   std::promise<batch_result> promise;  // batch via submit(b)
@@ -93,6 +97,15 @@ struct routed_arrays {
   scheduler::host_array<std::uint64_t> args;
   scheduler::host_array<std::uint8_t> types;
   scheduler::host_array<leaf_hint> hints;
+  void release() noexcept {
+    positions.release();
+    group_begin.release();
+    group_ordinal.release();
+    keys.release();
+    args.release();
+    types.release();
+    hints.release();
+  }
   void set_kind(scheduler::memory_kind k) {
     hints.set_kind(k);
     positions.set_kind(k);
@@ -138,6 +151,20 @@ struct route_space {
     cpu_side.set_kind(k);
     answers.set_kind(k);
     found.set_kind(k);
+  }
+  /// Gives back every array (the next batch allocates again).
+  void release() noexcept {
+    final_route.release();
+    gpu_side.release();
+    cpu_side.release();
+    answers.release();
+    found.release();
+    scan_slot.release();
+    merge_work = {};
+    cpu_work = {};
+    fallback_work = {};
+    range_sample = {};
+    range_lows = {};
   }
 };
 
@@ -219,6 +246,8 @@ class index::impl {
   /// Queues a load of pairs read in place and waits for it (so they outlive it).
   void load_and_wait(const load_input& in);
   std::size_t size() const { return keys_.load(std::memory_order_acquire); }
+  /// index::open: reads and checks the snapshot here, then loads it in queue order.
+  void open_snapshot(const std::string& path);
   void set_share(double share);
   void set_auto_share() { auto_share_.store(true); }
   bool inject_gpu_fault(device::stage s, int count);
@@ -333,10 +362,42 @@ class index::impl {
   std::shared_ptr<const inner_layout> layout_snapshot() const;
   std::shared_ptr<const inner_layout> gpu_layout_snapshot() const;
   void set_layout(std::shared_ptr<const inner_layout> l);
-  void inner_sync(std::vector<host::split_record>& splits);
-  void rebuild_table_from_store();
+  /// Splits into the leaf table, merges of the leaves offered (underfull),
+  /// then a new layout (adopt_table).
+  void inner_sync(std::vector<host::split_record>& splits, const std::vector<leaf_id>& underfull);
+  /// Merges each leaf of `underfull` still in `t` and at most
+  /// leaf_store::merge_below keys with its left neighbour, else its right
+  /// one, when they fit (leaf_store::merge_fill), and drops the dead from
+  /// `t`. Without memory for its plan it merges nothing. Allocates nothing
+  /// once it merges.
+  void merge_underfull(host::leaf_table& t, const std::vector<leaf_id>& underfull);
+  /// The table from the chain of leaves (after merging `underfull`) and a
+  /// new layout, unless the table is the chain already.
+  void rebuild_table_from_store(const std::vector<leaf_id>& underfull);
   void adopt_table(host::leaf_table&& t);
+  /// A layout over `t`, stamped with the next version number and
+  /// `leaves_made` (leaf_store::made() of the store it indexes).
+  std::shared_ptr<const inner_layout> build_layout(const host::leaf_table& t, std::uint64_t leaves_made);
+  /// The oldest layout version a route may use from now on: `p`'s (the
+  /// batch in its leaf phase; later ones take newer ones) or the GPU's.
+  std::uint64_t oldest_routable_version(const prepared& p) const;
+ public:
+  /// index::compact: dead leaves dropped (store_.compact), the batch arrays
+  /// released, the allocator's free memory given back. A barrier job.
+  void compact();
+
+ private:
+  /// Gives the allocator's free pages back to the system (glibc's
+  /// malloc_trim; elsewhere nothing).
+  static void release_free_memory() noexcept;
   void load(const load_input& in);
+
+  // persist.cpp
+  /// Takes up a save job on the dispatcher: copies the leaf table and
+  /// starts saver_, counted as a reader, which writes the snapshot
+  /// (write_snapshot), fulfils the job and deletes it.
+  void start_save(job* j);
+  void write_snapshot(const std::string& path, const std::vector<leaf_id>& ids, std::uint64_t sequence);
 
   // stats.cpp
   void publish_stats(const prepared* p, bool failed, std::uint64_t splits);
@@ -472,6 +533,9 @@ class index::impl {
   std::atomic<bool> auto_share_{true};
   std::atomic<double> fixed_share_{0.0};
   std::uint64_t inner_syncs_ = 0;
+  std::uint64_t layout_versions_ = 0;  // layouts built so far (build_layout), the newest one's stamp
+  std::uint64_t compactions_ = 0;
+  std::uint64_t merges_before_ = 0;  // merges of the stores loads replaced
   // The GPU's leaf guides (config.gpu_leaf_hints; dispatcher thread).
   scheduler::host_array<leaf_guide> guides_;
   std::uint64_t guide_refreshes_ = 0;
@@ -552,6 +616,7 @@ class index::impl {
   std::unique_ptr<scheduler::worker_thread> gpu_side_;   // GPU share of a split route
   std::unique_ptr<scheduler::worker_thread> scatter_;    // answers of the previous batch, on the GPU
   std::thread dispatcher_;
+  std::thread saver_;  // the latest save (start_save); joined before the next one and by the destructor
 };
 
 }  // namespace tandem

@@ -20,6 +20,9 @@
 #include <oneapi/tbb/parallel_sort.h>
 
 #include <algorithm>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -182,7 +185,7 @@ void index::impl::set_layout(std::shared_ptr<const inner_layout> l) {
   layout_ = std::move(l);
 }
 
-void index::impl::inner_sync(std::vector<host::split_record>& splits) {
+void index::impl::inner_sync(std::vector<host::split_record>& splits, const std::vector<leaf_id>& underfull) {
   std::sort(splits.begin(), splits.end(),
             [](const host::split_record& a, const host::split_record& b) { return a.separator < b.separator; });
   host::detail::allocation_point();  // the new leaf table
@@ -199,27 +202,147 @@ void index::impl::inner_sync(std::vector<host::split_record>& splits) {
       t.ids[o++] = splits[s++].right;
     }
   }
+  merge_underfull(t, underfull);
   adopt_table(std::move(t));
 }
 
-void index::impl::rebuild_table_from_store() {
+void index::impl::merge_underfull(host::leaf_table& t, const std::vector<leaf_id>& underfull) {
+  if (underfull.empty()) return;
+  using store_type = host::leaf_store;
+  // The plan's memory first: without it the leaves stay as they are (the
+  // batch happened all the same; a later batch offers them again).
+  std::vector<std::uint32_t> ords;
+  std::vector<char> gone;
+  try {
+    host::detail::allocation_point();
+    ords.reserve(underfull.size());
+    gone.assign(t.size(), 0);
+    store_.reserve_merges(underfull.size());
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  for (const leaf_id id : underfull) {
+    const auto o = static_cast<std::uint32_t>(
+        std::upper_bound(t.low_keys.begin(), t.low_keys.end(), store_[id].low) - t.low_keys.begin() - 1);
+    if (t.ids[o] == id) ords.push_back(o);  // else it died or moved on since
+  }
+  std::sort(ords.begin(), ords.end());
+  ords.erase(std::unique(ords.begin(), ords.end()), ords.end());
+  auto size_of = [&](std::uint32_t o) { return store_[t.ids[o]].data.size(); };
+  auto fits = [](std::size_t a, std::size_t b) { return a == 0 || b == 0 || a + b <= store_type::merge_fill; };
+  // Ascending: the live neighbour left of o is o - 1, or, when the last
+  // merge took o - 1, the leaf that took it. Each offer merges once.
+  std::uint32_t last_dead = 0, last_survivor = 0;  // last_dead 0: none (the head never dies)
+  const std::uint64_t tag = layout_versions_;  // versions built from now on do not list the dead
+  std::size_t merged = 0;
+  for (const std::uint32_t o : ords) {
+    if (gone[o] || size_of(o) > store_type::merge_below) continue;
+    const std::uint32_t left = o > 0 && o - 1 == last_dead ? last_survivor : o - 1;
+    if (o > 0 && fits(size_of(left), size_of(o))) {
+      store_.merge(t.ids[left], t.ids[o], tag);
+      gone[o] = 1;
+      last_dead = o;
+      last_survivor = left;
+      ++merged;
+    } else if (o + 1 < t.size() && fits(size_of(o), size_of(o + 1))) {
+      store_.merge(t.ids[o], t.ids[o + 1], tag);
+      gone[o + 1] = 1;
+      last_dead = o + 1;
+      last_survivor = o;
+      ++merged;
+    }
+  }
+  if (merged == 0) return;
+  std::size_t kept = 0;
+  for (std::size_t o = 0; o < t.size(); ++o) {
+    if (gone[o]) continue;
+    t.low_keys[kept] = t.low_keys[o];
+    t.ids[kept++] = t.ids[o];
+  }
+  t.low_keys.resize(kept);
+  t.ids.resize(kept);
+}
+
+void index::impl::rebuild_table_from_store(const std::vector<leaf_id>& underfull) {
   keys_.store(store_.size(), std::memory_order_release);
-  // Leaves only come from splits: with as many leaves as the table lists,
-  // and no sync left undone, the table is the chain already (a failed batch
-  // that split nothing).
-  if (!sync_pending_ && !table_.ids.empty() && table_.size() == store_.leaf_count()) return;
+  // With as many leaves as the table lists, no merge offered and no sync
+  // left undone, the table is the chain already (a failed batch that split
+  // nothing).
+  if (!sync_pending_ && underfull.empty() && !table_.ids.empty() && table_.size() == store_.live_leaves()) return;
   try {
     host::detail::allocation_point();  // the new leaf table
-    adopt_table(store_.table());
+    host::leaf_table t = store_.table();
+    merge_underfull(t, underfull);
+    adopt_table(std::move(t));
   } catch (...) {
     sync_pending_ = true;
     throw;
   }
 }
 
+std::shared_ptr<const inner_layout> index::impl::build_layout(const host::leaf_table& t, std::uint64_t leaves_made) {
+  inner_layout l = inner_layout::build(t.low_keys.data(), t.ids.data(), t.size(), cfg_.fanout);
+  l.set_stamp({++layout_versions_, leaves_made});
+  return std::make_shared<const inner_layout>(std::move(l));
+}
+
+std::uint64_t index::impl::oldest_routable_version(const prepared& p) const {
+  std::uint64_t v = p.version ? p.version->stamp().version : 0;
+  std::lock_guard<std::mutex> lock(layout_mutex_);
+  if (gpu_layout_) v = std::min(v, gpu_layout_->stamp().version);
+  return v;
+}
+
+void index::impl::compact() {
+  if (sync_pending_) rebuild_table_from_store({});
+  const bool dropped = store_.dead_leaves() != 0;
+  if (dropped) {
+    // The new table and layout are built before any leaf moves: a
+    // compaction that cannot get its memory changes nothing.
+    host::leaf_table t;
+    std::shared_ptr<const inner_layout> layout;
+    store_.compact([&](const std::vector<leaf_id>& moved) {
+      host::detail::allocation_point();
+      t.low_keys = table_.low_keys;
+      t.ids.resize(table_.size());
+      for (std::size_t o = 0; o < t.size(); ++o) t.ids[o] = moved[table_.ids[o]];
+      layout = build_layout(t, store_.made());
+    });
+    {
+      // Leaf ids changed: no version of the old ids may route on the GPU.
+      std::lock_guard<std::mutex> lock(layout_mutex_);
+      gpu_layout_.reset();
+    }
+    table_ = std::move(t);
+    set_layout(std::move(layout));
+    guides_.release();  // sized by the old ids
+    sync_gpu();
+    refresh_guides();
+    ++inner_syncs_;
+  }
+  // The batch arrays are sized by the largest batch so far: the next
+  // batches grow them again as far as they need.
+  for (route_space& sp : spaces_) sp.release();
+  try {
+    leaf_ws_.release();
+  } catch (const std::bad_alloc&) {  // keeps its arrays
+  }
+  answers_->release_free();
+  leaf_report_ = {};
+  (void)tandem::detail::release_free_columns();
+  ++compactions_;
+  release_free_memory();
+  publish_stats(nullptr, false, 0);  // leaves and bytes after it
+}
+
+void index::impl::release_free_memory() noexcept {
+#if defined(__GLIBC__)
+  (void)malloc_trim(0);  // the allocator's free pages back to the system
+#endif
+}
+
 void index::impl::adopt_table(host::leaf_table&& t) {
-  auto layout = std::make_shared<const inner_layout>(
-      inner_layout::build(t.low_keys.data(), t.ids.data(), t.size(), cfg_.fanout));
+  auto layout = build_layout(t, store_.made());
   table_ = std::move(t);
   set_layout(std::move(layout));
   sync_pending_ = false;
@@ -374,14 +497,15 @@ void index::impl::load(const load_input& in) {
   // get its memory leaves the index as it was.
   host::leaf_store fresh = host::leaf_store::bulk_load(sorted_keys, sorted_values, m, cfg_.leaf_fill);
   host::leaf_table t = fresh.table();
-  auto layout = std::make_shared<const inner_layout>(
-      inner_layout::build(t.low_keys.data(), t.ids.data(), t.size(), cfg_.fanout));
+  auto layout = build_layout(t, fresh.made());
   {
     // No layout of the old leaves may route on the GPU: if the upload below
     // fails, the GPU has no version until the next one succeeds.
     std::lock_guard<std::mutex> lock(layout_mutex_);
     gpu_layout_.reset();
   }
+  sequence_ = std::max(sequence_, in.sequence);
+  merges_before_ += store_.merges();
   store_ = std::move(fresh);
   table_ = std::move(t);
   set_layout(std::move(layout));
@@ -397,7 +521,7 @@ void index::impl::load(const load_input& in) {
 }
 
 void index::impl::verify_all() {
-  if (sync_pending_) rebuild_table_from_store();  // an inner sync left for later
+  if (sync_pending_) rebuild_table_from_store({});  // an inner sync left for later
   store_.verify();
   const host::leaf_table walked = store_.table();
   if (walked.low_keys != table_.low_keys || walked.ids != table_.ids) {

@@ -67,6 +67,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   in.n = n;
   in.leaf_ids = p.version->leaf_ids().data();
   in.leaf_count = p.version->leaf_count();
+  in.leaves_made = p.version->stamp().leaves_made;
   in.ops = &b;
   in.scan_slot = sp.scan_slot.data();
   in.status = p.columns->status;
@@ -74,6 +75,8 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   if (cfg_.max_batch_output_bytes != 0) in.max_scan_entries = cfg_.max_batch_output_bytes / sizeof(entry);
   const host::sorted_answers sorted{sp.answers.get(n), sp.found.get(n), p.columns.get()};
   host::leaf_phase_report& lr = leaf_report_;
+  // Splits may reuse the ids of leaves no route can reach any more.
+  if (!p.gets_only) store_.recycle(oldest_routable_version(p));
   host::run_leaf_reads(store_, in, sorted, lr, leaf_ws_);
   if (!leaf_ws_.refused_scans().empty()) {
     add_refused_scan_errors(p, leaf_ws_.refused_scans(), cfg_.max_batch_output_bytes);
@@ -96,9 +99,9 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   split_count = lr.splits.size();
   try {
     if (sync_pending_ || lr.splits_lost) {
-      rebuild_table_from_store();
-    } else if (!lr.splits.empty()) {
-      inner_sync(lr.splits);
+      rebuild_table_from_store(lr.underfull);
+    } else if (!lr.splits.empty() || !lr.underfull.empty()) {
+      inner_sync(lr.splits, lr.underfull);
     }
   } catch (...) {
     sync_pending_ = true;  // the next batch (or verify, or load) tries again

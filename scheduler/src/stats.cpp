@@ -63,6 +63,9 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.last_load = last_load_;
   stats_.keys = keys_.load(std::memory_order_acquire);
   stats_.leaves = table_.size();
+  stats_.dead_leaves = store_.dead_leaves();
+  stats_.merges = store_.merges() + merges_before_;
+  stats_.compactions = compactions_;
   stats_.inner_height = layout_->height();
   stats_.inner_bytes = layout_->bytes();
   stats_.leaf_bytes = store_.leaf_count() * sizeof(host::leaf);

@@ -240,6 +240,74 @@ TEST(Fault, EveryAllocationOfAMixedBatchWithSplitsFailsCleanly) {
   EXPECT_EQ(c.deferred, 1u) << "the inner sync after the splits";
 }
 
+/// Erases of most loaded keys (every leaf but a few emptied or left nearly
+/// empty: merges) beside inserts, gets and scans.
+batch erasing_batch(std::size_t keys, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  batch b;
+  for (std::size_t i = 0; i < keys; ++i) {
+    if (i % 97 != 0) b.erase(i * 1000);
+    if (i % 50 == 0) b.insert(i * 1000 + 1, rng());
+    if (i % 40 == 0) b.get(rng() % keys * 1000);
+    if (i % 300 == 0) b.scan(i * 1000, i * 1000 + 40'000, 20);
+  }
+  return b;
+}
+
+TEST(Fault, EveryAllocationOfABatchThatMergesLeavesFailsCleanly) {
+  const disarm_at_exit guard;
+  const config cfg = fault_config(device_kind::cpu);
+  const batch b = erasing_batch(fault_keys, 4);
+  const sweep_counts c = sweep_fresh(cfg, fault_keys, b);
+  std::cout << "fresh index: " << c.failures << " failing allocations, " << c.deferred
+            << " after the writes (merge plan, leaf table), done at n = " << c.last_n << "\n";
+  EXPECT_GE(c.failures, 5u);
+  EXPECT_GE(c.deferred, 1u) << "the merges' plan and the inner sync after the writes";
+  // Unarmed, the batch merges.
+  tandem::index idx(cfg);
+  idx.load(loaded_pairs(fault_keys));
+  const std::uint64_t leaves = idx.stats().leaves;
+  idx.execute(b);
+  EXPECT_GT(idx.stats().merges, 0u);
+  EXPECT_LT(idx.stats().leaves, leaves / 4);
+}
+
+TEST(Fault, FailedCompactionChangesNothing) {
+  const disarm_at_exit guard;
+  const config cfg = fault_config(device_kind::cpu);
+  tandem::index idx(cfg);
+  const std::vector<entry> pairs = loaded_pairs(fault_keys);
+  idx.load(pairs);
+  test::index_model model;
+  for (const entry& e : pairs) model.data[e.key] = e.value;
+  const batch b = erasing_batch(fault_keys, 5);
+  ASSERT_EQ(model.check(b, idx.execute(b)), 0u);
+  ASSERT_GT(idx.stats().dead_leaves, 0u);
+  const std::vector<entry> before = contents(idx);
+  std::uint64_t failures = 0;
+  for (std::uint64_t n = 1; n <= 100; ++n) {
+    index_access::fail_nth_allocation(n);
+    bool failed = false;
+    try {
+      idx.compact();
+    } catch (const std::bad_alloc&) {
+      failed = true;
+    }
+    const bool fired = index_access::disarm_allocation_fault() == 0;
+    EXPECT_NO_THROW(idx.verify()) << "n = " << n;
+    EXPECT_TRUE(contents(idx) == before) << "n = " << n;
+    if (!failed) break;
+    EXPECT_TRUE(fired);
+    EXPECT_GT(idx.stats().dead_leaves, 0u) << "a failed compaction keeps its dead leaves";
+    ++failures;
+  }
+  EXPECT_GE(failures, 1u);
+  EXPECT_EQ(idx.stats().dead_leaves, 0u);
+  const batch again = mixed_batch(fault_keys, 3000, 6);
+  EXPECT_EQ(model.check(again, idx.execute(again)), 0u);
+  EXPECT_NO_THROW(idx.verify());
+}
+
 TEST(Fault, SmallBatchOnTheDispatcherFailsCleanly) {
   const disarm_at_exit guard;
   const config cfg = fault_config(device_kind::cpu);

@@ -1,7 +1,8 @@
 // leaf_store: bulk load, allocation from many threads, splits, the leaf
 // table, verify() catching broken invariants, room made ahead for splits
-// (and allocation failure changing nothing), and the bound on a run's
-// splits that the leaf phase reserves leaves for.
+// (and allocation failure changing nothing), the bound on a run's splits
+// that the leaf phase reserves leaves for, and merges: routes through dead
+// leaves, their ids reused once recycled, compaction.
 #include <tandem/host/detail/fault_point.hpp>
 #include <tandem/host/leaf_store.hpp>
 
@@ -355,6 +356,112 @@ TEST(LeafStore, SplitsOfARunStayWithinTheDocumentedBound) {
     check_split_bound<basic_bpa<2, 2, 4>>(seed);  // 8 keys
     check_split_bound<basic_bpa<4, 4, 4>>(seed);  // 16 keys
   }
+}
+
+}  // namespace
+
+namespace {
+
+/// Every pair of a store, in key order, by walking the chain.
+std::vector<entry> chain_entries(const small_store& s) {
+  std::vector<entry> out;
+  for (leaf_id id = s.head(); id != no_leaf; id = s[id].right) {
+    std::vector<key_type> k(s[id].data.size());
+    std::vector<value_type> v(k.size());
+    auto copy = s[id].data;  // extract_sorted sorts in place
+    copy.extract_sorted(k.data(), v.data());
+    for (std::size_t i = 0; i < k.size(); ++i) out.push_back({k[i], v[i]});
+  }
+  return out;
+}
+
+TEST(LeafStoreMerges, MergedLeavesForwardRoutesAndAreReusedOnlyWhenRecycled) {
+  std::vector<key_type> keys(10 * 8);
+  for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = 100 + i * 10;
+  std::vector<value_type> values(keys.begin(), keys.end());
+  auto s = small_store::bulk_load(keys.data(), values.data(), keys.size(), 0.25);  // 10 leaves of 8
+  const leaf_table before = s.table();
+  ASSERT_EQ(before.size(), 10u);
+  const auto expected = chain_entries(s);
+
+  s.reserve_merges(3);
+  s.merge(before.ids[2], before.ids[3], 7);  // 3 dies into 2
+  s.merge(before.ids[2], before.ids[4], 7);  // and 4 after it
+  s.merge(before.ids[0], before.ids[1], 8);
+  EXPECT_NO_THROW(s.verify());
+  EXPECT_EQ(s.live_leaves(), 7u);
+  EXPECT_EQ(s.dead_leaves(), 3u);
+  EXPECT_EQ(s.merges(), 3u);
+  EXPECT_EQ(chain_entries(s), expected) << "merges move no entry out of the index";
+  EXPECT_EQ(s.table().size(), 7u);
+  // A route of the old table still finds every key's owner.
+  for (std::size_t o = 0; o < before.size(); ++o) {
+    for (key_type k = before.low_keys[o] == 0 ? 1 : before.low_keys[o];
+         k < (o + 1 < before.size() ? before.low_keys[o + 1] : before.low_keys[o] + 1000); k += 3) {
+      const leaf_id owner = s.walk_right(before.ids[o], k);
+      ASSERT_TRUE(s[owner].owns(k)) << "key " << k << " routed to old ordinal " << o;
+    }
+  }
+  // Dead ids come back only once recycled past their tag.
+  const std::size_t ids = s.leaf_count();
+  s.recycle(7);  // tags below 7: none
+  (void)s.split(s.table().ids.back());
+  EXPECT_EQ(s.leaf_count(), ids + 1) << "no dead leaf reused before recycle";
+  s.recycle(8);  // the two of tag 7
+  EXPECT_GE(s.room(), 2u);
+  const std::set<leaf_id> dead_ids{before.ids[3], before.ids[4]};
+  for (int i = 0; i < 2; ++i) {
+    const split_record r = s.split(s.table().ids.back());
+    EXPECT_TRUE(dead_ids.count(r.right)) << "split " << i << " reuses a recycled id";
+  }
+  EXPECT_EQ(s.leaf_count(), ids + 1);
+  EXPECT_EQ(s.dead_leaves(), 1u);
+  EXPECT_NO_THROW(s.verify());
+  EXPECT_EQ(chain_entries(s), expected);
+}
+
+TEST(LeafStoreMerges, CompactMovesLiveLeavesDownAndFreesTheRest) {
+  std::vector<key_type> keys(300 * 8);
+  for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = i * 3 + 1;
+  keys.back() = max_key;
+  std::vector<value_type> values(keys.begin(), keys.end());
+  auto s = small_store::bulk_load(keys.data(), values.data(), keys.size(), 0.25);  // 300 leaves of 8
+  const auto expected = chain_entries(s);
+  // Merge every leaf but a few into its left neighbour's chain, right to left
+  // in runs, so that live leaves end up scattered over the ids.
+  const leaf_table t = s.table();
+  s.reserve_merges(t.size());
+  std::size_t survivor = 0;
+  for (std::size_t o = 1; o < t.size(); ++o) {
+    if (o % 37 == 0) {
+      survivor = o;
+      continue;
+    }
+    if (s[t.ids[survivor]].data.size() + s[t.ids[o]].data.size() > small_store::bpa_type::capacity) {
+      survivor = o;
+      continue;
+    }
+    s.merge(t.ids[survivor], t.ids[o], 1);
+  }
+  ASSERT_NO_THROW(s.verify());
+  const std::size_t live = s.live_leaves();
+  ASSERT_LT(live, t.size() / 2);
+  // A failed compaction changes nothing.
+  EXPECT_THROW(s.compact([](const std::vector<leaf_id>&) { throw std::bad_alloc(); }), std::bad_alloc);
+  EXPECT_NO_THROW(s.verify());
+  EXPECT_EQ(s.leaf_count(), t.size());
+  std::vector<leaf_id> moved;
+  s.compact([&](const std::vector<leaf_id>& m) { moved = m; });
+  EXPECT_NO_THROW(s.verify());
+  EXPECT_EQ(s.leaf_count(), live);
+  EXPECT_EQ(s.dead_leaves(), 0u);
+  EXPECT_EQ(chain_entries(s), expected);
+  ASSERT_EQ(moved.size(), t.size());
+  for (const leaf_id id : s.table().ids) EXPECT_LT(id, live);
+  // New leaves go on from there.
+  (void)s.split(s.head());
+  EXPECT_EQ(s.leaf_count(), live + 1);
+  EXPECT_NO_THROW(s.verify());
 }
 
 }  // namespace

@@ -87,6 +87,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace tandem {
@@ -167,6 +168,61 @@ class index {
 
   /// @return counters and timings, as of the last completed batch.
   [[nodiscard]] tandem::stats stats() const;
+
+  /// @brief Writes every pair to a snapshot file at `path`, as of this point
+  ///        in queue order: after every batch queued before it, before any
+  ///        queued after it. Waits until the file is complete.
+  ///
+  /// The file goes to a temporary name in `path`'s folder, is fsynced and
+  /// renamed over `path` (then the folder is fsynced): a crash leaves the
+  /// old file or the new one, never a mix. What it holds: a header (format
+  /// version, byte order, the geometry of the index that wrote it, pair
+  /// count, the sequence number of the last batch before it), the pairs in
+  /// key order in chunks of 2^20, each with its own xxHash (XXH3) checksum,
+  /// and a footer (host/snapshot_file.hpp has the layout).
+  ///
+  /// What waits: the leaves are read where they are, not copied first. So
+  /// batches of gets (and other saves) go on beside a save, while a batch
+  /// that writes, a load, compact or verify waits until the save is done.
+  /// @throws tandem::error naming the file and the system's reason when it
+  ///         cannot be written (then `path` is untouched and no temporary
+  ///         file is left); std::bad_alloc
+  void save(const std::string& path);
+
+  /// @brief Replaces the contents with those of the snapshot at `path` (as
+  ///        `load` does, in queue order, and waits for it); later batches
+  ///        are numbered after the snapshot's sequence number. The whole
+  ///        file is read and checked before anything changes. Snapshots
+  ///        open with any config (the pairs are rebuilt into this index's
+  ///        leaves).
+  /// @throws tandem::error naming the file and the fault when it is
+  ///         missing or unreadable, not a snapshot, truncated, corrupted
+  ///         (a checksum), from a machine of the other byte order or of a
+  ///         newer format version: then the index is as it was.
+  ///         std::bad_alloc when the pairs do not fit (index unchanged).
+  void open(const std::string& path);
+
+  /// @brief Gives back the memory of keys that are gone. Runs in queue
+  ///        order like a batch and waits for it; lookups wait meanwhile.
+  ///
+  /// What happens without it: a batch whose erases leave a leaf with at
+  /// most a quarter of its capacity merges it into a neighbour (when the
+  /// two then fill at most three quarters, or either is empty), and the
+  /// leaf table and inner layout shrink with the same batch (the GPU's
+  /// copy at its next upload). The emptied leaf stays allocated until no
+  /// route can reach it; then the batches' splits reuse it, so a sliding
+  /// window of keys holds about as many leaves as a fresh load of them
+  /// (stats().dead_leaves counts those waiting). What `compact` adds, the
+  /// heavy part: the live leaves move down into the dead ones' memory (a
+  /// copy of each leaf above them; leaf ids change, the inner layout is
+  /// rebuilt and uploaded), the leaf memory above them goes back to the
+  /// operating system, the batch arrays sized by the largest batch so far
+  /// are released, and the allocator's free pages are returned
+  /// (malloc_trim). Worth it after a large share of the keys went for
+  /// good; cheap when nothing is dead.
+  /// @throws std::bad_alloc when the new leaf table or layout cannot be
+  ///         had: then nothing changed.
+  void compact();
 
   /// @brief Waits for every batch queued before it, then checks every
   ///        invariant of leaves, leaf table and inner layout.

@@ -97,6 +97,8 @@ struct stats {
   std::uint64_t invalid_ops = 0;     ///< ops answered with a status other than ok (invalid, output_limit)
   std::array<std::uint64_t, op_type_count> ops_by_type{};  ///< indexed by op_type
   std::uint64_t splits = 0;          ///< leaf splits
+  std::uint64_t merges = 0;          ///< leaf merges (a leaf emptied into its left neighbour)
+  std::uint64_t compactions = 0;     ///< index::compact calls that ran
   std::uint64_t inner_syncs = 0;     ///< inner-layout rebuilds
   /// How the latest index::load ran: pairs, seconds and how they were put
   /// in key order ("input in key order", "GPU sort in 1 run (...)", "CPU
@@ -107,9 +109,13 @@ struct stats {
 
   std::uint64_t keys = 0;            ///< keys held
   std::uint64_t leaves = 0;          ///< leaves in the leaf table
+  /// Leaves that merges emptied, kept until no route can reach them and
+  /// then reused by splits, or dropped by index::compact (leaf_bytes counts
+  /// them).
+  std::uint64_t dead_leaves = 0;
   int inner_height = 0;              ///< inner levels above the leaves
   std::size_t inner_bytes = 0;       ///< size of the inner layout
-  std::size_t leaf_bytes = 0;        ///< host memory of the leaves (keys, values, fences, BPA headers)
+  std::size_t leaf_bytes = 0;        ///< host memory of the leaves, dead ones included (keys, values, fences, BPA headers)
   /// Leaf guides (config.gpu_leaf_hints): the host's copy, and as much
   /// again on the GPU (in gpu_bytes). 0 without a GPU or with hints off.
   std::size_t guide_bytes = 0;

@@ -56,6 +56,11 @@ const column_source* use_column_source(const column_source* source) noexcept;
 ///        beyond the cache's bound, to its source.
 void release_column(void* p, std::size_t bytes) noexcept;
 
+/// @brief Frees every cached free block (index::compact: the memory goes
+///        back to its source; later batches allocate afresh).
+/// @return the bytes freed
+std::size_t release_free_columns() noexcept;
+
 /// @return the machine's memory in bytes (8 GiB when it cannot be read).
 [[nodiscard]] std::size_t physical_memory_bytes() noexcept;
 

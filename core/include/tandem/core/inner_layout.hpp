@@ -442,6 +442,16 @@ class inner_layout {
   /// @throws tandem::invariant_error when the layout is broken.
   [[nodiscard]] std::vector<key_type> low_keys() const;
 
+  /// What the owner records of a version when it builds it, before sharing
+  /// it (tandem's index: its versions' numbers, counting up, and
+  /// leaf_store::made() at the build).
+  struct stamp_type {
+    std::uint64_t version = 0;
+    std::uint64_t leaves_made = 0;
+  };
+  [[nodiscard]] const stamp_type& stamp() const noexcept { return stamp_; }
+  void set_stamp(const stamp_type& s) noexcept { stamp_ = s; }
+
   /// @brief Checks every invariant listed in this header.
   /// @throws tandem::invariant_error naming "inner_layout" and the broken invariant.
   void verify() const;
@@ -459,6 +469,7 @@ class inner_layout {
   void build_radix(const key_type* low_keys, const leaf_id* ids, std::size_t leaves);
 
   int fanout_ = 0;
+  stamp_type stamp_;
   key_region_type key_region_;
   std::vector<std::uint32_t> child_prefix_;
   std::vector<leaf_id> leaf_ids_;

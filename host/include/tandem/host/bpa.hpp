@@ -472,6 +472,12 @@ class basic_bpa {
   /// @note Requires size() >= 2.
   key_type split_into(basic_bpa& right, std::optional<key_type> next = std::nullopt);
 
+  /// @brief The inverse of a split: moves every entry of `right`, whose
+  ///        keys all lie above this BPA's, into this one (spread evenly
+  ///        over the blocks) and leaves `right` empty.
+  /// @note Requires size() + right.size() <= capacity.
+  void absorb(basic_bpa& right);
+
   /// @brief Moves the log into the blocks: appends in place when every block
   ///        has room, else merges log and blocks and redistributes evenly.
   void flush();

@@ -71,6 +71,8 @@ namespace tandem::host {
 /// that keeps many leaves' misses in flight.
 inline constexpr std::size_t dense_gets = 32;
 
+inline constexpr std::uint64_t unknown_made = std::numeric_limits<std::uint64_t>::max();
+
 /// What the leaf phase reads of one batch.
 struct leaf_phase_input {
   routed_batch_view* routes = nullptr;  ///< key-sorted; keys of lower_bound ops are overwritten
@@ -87,6 +89,9 @@ struct leaf_phase_input {
   /// Leaves of the routing version (leaf_ids has this many); 0: unknown.
   /// Leaves made since then may lie inside a group's range (right links).
   std::size_t leaf_count = 0;
+  /// leaf_store::made() when the routing version was built (unknown_made:
+  /// not known; then leaf_count tells, which holds only without merges).
+  std::uint64_t leaves_made = unknown_made;
   /// Most scan entries the batch may return in all (see "Scan output").
   std::uint64_t max_scan_entries = std::numeric_limits<std::uint64_t>::max();
 
@@ -133,6 +138,10 @@ class leaf_phase_workspace {
 
   struct buffers;
   buffers& get() noexcept { return *buffers_; }
+  /// @brief Frees every work array (the next leaf phase allocates afresh).
+  /// @throws std::bad_alloc (the arrays kept) when not even their empty
+  ///         holder can be had
+  void release();
 
   /// The batch's range ops (valid ones), in routed order, after a run.
   [[nodiscard]] const range_op_vector& ranges() const noexcept;
@@ -169,6 +178,9 @@ struct leaf_phase_report {
   /// hold): `splits` is incomplete, rebuild the leaf table from the store.
   bool splits_lost = false;
   std::size_t split_bound = 0;          ///< splits room was made for
+  /// Leaves that runs with erases left with at most leaf_store::merge_below
+  /// keys (each a group's last leaf; a leaf may be listed twice).
+  std::vector<leaf_id> underfull;
   std::size_t bytes = 0;                ///< bytes of batch arrays read and answers written
   std::size_t read_bytes = 0;           ///< bytes of scan entries written by the range ops
   /// The sampled groups' point ops (one group in line_sample_groups) and

@@ -265,6 +265,18 @@ key_type basic_bpa<LogSize, NumBlocks, BlockSize>::split_into(basic_bpa& right, 
 }
 
 template <int LogSize, int NumBlocks, int BlockSize>
+void basic_bpa<LogSize, NumBlocks, BlockSize>::absorb(basic_bpa& right) {
+  key_type keys[capacity];
+  value_type values[capacity];
+  const std::size_t n = size_;
+  if (right.size_ == 0) return;
+  extract_sorted(keys, values);
+  right.extract_sorted(keys + n, values + n);
+  assign_sorted(keys, values, n + right.size_);
+  right.clear();
+}
+
+template <int LogSize, int NumBlocks, int BlockSize>
 void basic_bpa<LogSize, NumBlocks, BlockSize>::flush() {
   if (log_size_ == 0) return;
   sort_log();  // appends in key order keep sorted blocks sorted more often

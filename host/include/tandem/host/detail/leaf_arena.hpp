@@ -13,6 +13,7 @@
 //     };
 //
 // Invariants: size <= capacity == the sum of the sizes of the used segments;
+// `shrink` frees the last segments once no element lives in them;
 // element i lies in segment s = i < first_size ? 0 : log2(i) - first_bits + 1.
 //
 // Growth fails cleanly: room is added a whole segment at a time, and an
@@ -118,6 +119,25 @@ class leaf_arena {
     }
   }
 
+  /// @brief Sets the size to n <= size(), dropping the elements from n on,
+  ///        and frees every segment that holds none below n (segment 0
+  ///        stays). Not thread-safe.
+  void shrink(std::size_t n) noexcept {
+    const std::size_t old = size_.load(std::memory_order_relaxed);
+    if (n >= old) return;
+    if constexpr (!std::is_trivially_destructible_v<T>) {
+      for (std::size_t i = n; i < old; ++i) (*this)[i].~T();
+    }
+    std::size_t cap = capacity_.load(std::memory_order_relaxed);
+    while (used_ > 1 && segment_start(used_ - 1) >= n) {
+      free_huge(segments_[--used_]);
+      segments_[used_] = nullptr;
+      cap -= segment_size(used_);
+    }
+    size_.store(n, std::memory_order_relaxed);
+    capacity_.store(cap, std::memory_order_relaxed);
+  }
+
   /// @brief Sets the size to n >= size(): elements [size(), n) are built in
   ///        parallel chunks, each chunk default-initialised and then passed
   ///        to `fill(first, last)` on the same thread (so that its pages are
@@ -139,6 +159,7 @@ class leaf_arena {
   static constexpr std::size_t segment_size(int s) noexcept {
     return s == 0 ? first_size : first_size << (s - 1);
   }
+  static constexpr std::size_t segment_start(int s) noexcept { return s == 0 ? 0 : first_size << (s - 1); }
   static std::pair<int, std::size_t> locate(std::size_t i) noexcept {
     if (i < first_size) return {0, i};
     const int high = 63 - __builtin_clzll(static_cast<unsigned long long>(i));

@@ -2,6 +2,7 @@
 // Bodies of basic_leaf_store (included by tandem/host/leaf_store.hpp).
 
 #include <tandem/error.hpp>
+#include <tandem/host/detail/fault_point.hpp>
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
@@ -21,11 +22,89 @@ basic_leaf_store<Bpa>::basic_leaf_store() {
 
 template <class Bpa>
 leaf_id basic_leaf_store<Bpa>::allocate() {
+  if (recycled_ != 0) {  // a dead leaf's id, once no route can reach it
+    const std::size_t i = reuse_next_.fetch_add(1, std::memory_order_relaxed);
+    if (i < recycled_) {
+      const leaf_id id = dead_[i].id;
+      ::new (static_cast<void*>(&leaves_[id])) leaf_type;
+      made_.fetch_add(1, std::memory_order_relaxed);
+      return id;
+    }
+  }
   try {
-    return static_cast<leaf_id>(leaves_.emplace(no_leaf));
+    const auto id = static_cast<leaf_id>(leaves_.emplace(no_leaf));
+    made_.fetch_add(1, std::memory_order_relaxed);
+    return id;
   } catch (const std::length_error&) {
     throw error("leaf_store: the 32-bit leaf id space is exhausted");
   }
+}
+
+template <class Bpa>
+void basic_leaf_store<Bpa>::merge(leaf_id left_id, leaf_id right_id, std::uint64_t tag) {
+  leaf_type& left = leaves_[left_id];
+  leaf_type& right = leaves_[right_id];
+  const bool was = is_near_full(left.data.size());
+  note_fill(is_near_full(right.data.size()), false);
+  left.data.absorb(right.data);
+  note_fill(was, is_near_full(left.data.size()));
+  left.high = right.high;
+  left.right = right.right;
+  right.low = max_key;  // owns nothing; routes that land here go on to the survivor
+  right.high = min_key;
+  right.right = left_id;
+  dead_.push_back({right_id, tag});  // room made by reserve_merges
+  ++merges_;
+}
+
+template <class Bpa>
+void basic_leaf_store<Bpa>::reserve_merges(std::size_t more) {
+  ::tandem::host::detail::allocation_point();
+  dead_.reserve(dead_.size() + more);
+}
+
+template <class Bpa>
+void basic_leaf_store<Bpa>::recycle(std::uint64_t tag) noexcept {
+  dead_.erase(dead_.begin(), dead_.begin() + static_cast<std::ptrdiff_t>(reused()));
+  reuse_next_.store(0, std::memory_order_relaxed);
+  recycled_ = static_cast<std::size_t>(
+      std::partition_point(dead_.begin(), dead_.end(), [&](const death& d) { return d.tag < tag; }) - dead_.begin());
+}
+
+template <class Bpa>
+template <class Before>
+void basic_leaf_store<Bpa>::compact(Before&& before) {
+  const std::size_t ids = leaves_.size();
+  const std::size_t live = live_leaves();
+  ::tandem::host::detail::allocation_point();
+  std::vector<leaf_id> moved(ids);
+  std::vector<leaf_id> holes;  // dead ids below `live`, ascending
+  holes.reserve(dead_leaves());
+  for (std::size_t id = 0; id < ids; ++id) moved[id] = static_cast<leaf_id>(id);
+  for (std::size_t d = reused(); d < dead_.size(); ++d) {
+    moved[dead_[d].id] = no_leaf;
+    if (dead_[d].id < live) holes.push_back(dead_[d].id);
+  }
+  std::sort(holes.begin(), holes.end());
+  // The live leaves at or above `live` move into the holes, in order.
+  std::size_t h = 0;
+  for (std::size_t id = live; id < ids; ++id) {
+    if (moved[id] != no_leaf) moved[id] = holes[h++];
+  }
+  before(static_cast<const std::vector<leaf_id>&>(moved));
+  // Nothing below allocates or throws.
+  for (std::size_t id = live; id < ids; ++id) {
+    if (moved[id] != no_leaf) leaves_[moved[id]] = leaves_[id];
+  }
+  for (std::size_t id = 0; id < live; ++id) {
+    leaf_type& l = leaves_[id];
+    if (l.right != no_leaf) l.right = moved[l.right];
+  }
+  head_ = moved[head_];
+  dead_.clear();
+  recycled_ = 0;
+  reuse_next_.store(0, std::memory_order_relaxed);
+  leaves_.shrink(live);
 }
 
 template <class Bpa>
@@ -143,13 +222,22 @@ template <class Bpa>
 void basic_leaf_store<Bpa>::verify() const {
   const std::size_t count = leaves_.size();
   std::vector<bool> seen(count, false);
+  for (std::size_t d = reused(); d < dead_.size(); ++d) {
+    const leaf_id id = dead_[d].id;
+    const leaf_type& l = leaves_[id];
+    if (id >= count || seen[id]) throw invariant_error("leaf_store: dead leaf " + std::to_string(id) + " listed twice or not allocated");
+    if (l.low != max_key || l.high != min_key || l.data.size() != 0) {
+      throw invariant_error("leaf_store: dead leaf " + std::to_string(id) + " owns keys or holds entries");
+    }
+    seen[id] = true;
+  }
   key_type expected_low = min_key;
   bool reached_end = false;
   std::size_t walked = 0;
   for (leaf_id id = head_; id != no_leaf; id = leaves_[id].right) {
     const std::string where = "leaf_store: leaf " + std::to_string(id);
     if (id >= count) throw invariant_error(where + " is not allocated");
-    if (seen[id]) throw invariant_error(where + " is linked twice");
+    if (seen[id]) throw invariant_error(where + " is linked twice, or dead and linked");
     if (reached_end) throw invariant_error(where + " follows the leaf that owns UINT64_MAX");
     seen[id] = true;
     ++walked;
@@ -166,8 +254,8 @@ void basic_leaf_store<Bpa>::verify() const {
     }
   }
   if (!reached_end) throw invariant_error("leaf_store: no leaf owns UINT64_MAX");
-  if (walked != count) {
-    throw invariant_error("leaf_store: " + std::to_string(count - walked) + " allocated leaves are not linked");
+  if (walked != live_leaves()) {
+    throw invariant_error("leaf_store: " + std::to_string(live_leaves() - walked) + " live leaves are not linked");
   }
 }
 
