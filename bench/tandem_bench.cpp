@@ -182,25 +182,14 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  if (save) {
+  if (churn || save) {  // workloads of their own: rows, CSV, JSON, plot
     try {
-      const std::vector<json> rows = run_save(opt, cfg, *idx);
+      const std::vector<json> rows = churn ? run_churn(opt, cfg, *idx, resident_bytes()) : run_save(opt, cfg, *idx);
       if (!opt.csv.empty()) write_csv(opt.csv, rows, opt.csv_append);
       if (!opt.json.empty()) write_json(opt.json, rows);
+      if (churn && !opt.plot.empty()) std::printf("%s\n", plot_churn(rows, opt.plot).message.c_str());
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "tandem-bench: -w save: %s\n", e.what());
-      return 1;
-    }
-    return 0;
-  }
-  if (churn) {
-    try {
-      const std::vector<json> rows = run_churn(opt, cfg, *idx, resident_bytes());
-      if (!opt.csv.empty()) write_csv(opt.csv, rows, opt.csv_append);
-      if (!opt.json.empty()) write_json(opt.json, rows);
-      if (!opt.plot.empty()) std::printf("%s\n", plot_churn(rows, opt.plot).message.c_str());
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "tandem-bench: -w churn: %s\n", e.what());
+      std::fprintf(stderr, "tandem-bench: -w %s: %s\n", opt.workload.c_str(), e.what());
       return 1;
     }
     return 0;

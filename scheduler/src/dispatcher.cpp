@@ -178,6 +178,15 @@ void index::impl::load_and_wait(const load_input& in) {
   done.get();
 }
 
+void index::impl::run_barrier(std::function<void()> work) {
+  auto j = std::make_unique<job>();
+  j->type = job::kind::barrier;
+  j->barrier_work = std::move(work);
+  std::future<void> done = j->finished.get_future();
+  enqueue(std::move(j));
+  done.get();
+}
+
 void index::impl::set_share(double share) {
   if (std::isnan(share) || share < 0.0 || share > 1.0) {
     throw std::invalid_argument("tandem::index::set_gpu_share: the share must be in [0, 1], got " +

@@ -93,24 +93,14 @@ void index::open(const std::string& path) {
 
 void index::compact() {
   impl_->refuse_on_dispatcher("compact");
-  auto j = std::make_unique<job>();
-  j->type = job::kind::barrier;
   impl* self = impl_.get();
-  j->barrier_work = [self] { self->compact(); };
-  std::future<void> done = j->finished.get_future();
-  impl_->enqueue(std::move(j));
-  done.get();
+  impl_->run_barrier([self] { self->compact(); });
 }
 
 void index::verify() {
   impl_->refuse_on_dispatcher("verify");
-  auto j = std::make_unique<job>();
-  j->type = job::kind::barrier;
   impl* self = impl_.get();
-  j->barrier_work = [self] { self->verify_all(); };
-  std::future<void> done = j->finished.get_future();
-  impl_->enqueue(std::move(j));
-  done.get();
+  impl_->run_barrier([self] { self->verify_all(); });
 }
 
 }  // namespace tandem

@@ -245,6 +245,9 @@ class index::impl {
   void refuse_on_dispatcher(const char* what) const;
   /// Queues a load of pairs read in place and waits for it (so they outlive it).
   void load_and_wait(const load_input& in);
+  /// Queues `work` to run on the dispatcher after every job before it (no
+  /// batch in flight, no reader running) and waits for it.
+  void run_barrier(std::function<void()> work);
   std::size_t size() const { return keys_.load(std::memory_order_acquire); }
   /// index::open: reads and checks the snapshot here, then loads it in queue order.
   void open_snapshot(const std::string& path);
