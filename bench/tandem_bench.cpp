@@ -51,6 +51,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -294,18 +295,50 @@ int main(int argc, char** argv) {
   };
 
   std::string load_how;  // stats().last_load after the first load
+  // --log-sync: one fresh index per policy (off: no storage folder).
+  const bool log_runs = !(opt.log_sync.size() == 1 && opt.log_sync[0] == "off");
+  double disk_write_rate = 0;  // --log-sync: a plain sequential write of the storage folder's disk, bytes/s
   try {
     double load_seconds = 0;
-    {
+    auto timed_load = [&] {
       progress_bar bar("tandem load", 1, "bulk load");
       const auto t0 = clock_type::now();
       idx->load(ds.load_keys.data(), ds.load_values.data(), ds.load_keys.size());
       load_seconds = seconds_since(t0);
-    }
+    };
+    if (!log_runs) timed_load();
     load_how = idx->stats().last_load;
-    const std::vector<std::optional<double>> runs = sweeping ? points : std::vector<std::optional<double>>{share};
+    if (log_runs) {
+      // The disk's own rate, for the log's bound: 1 GiB written and fsynced.
+      std::filesystem::remove_all(opt.storage_dir);
+      std::filesystem::create_directories(opt.storage_dir);
+      const std::vector<unsigned char> bytes(std::size_t{1} << 30, 0x5a);
+      const std::string plain = opt.storage_dir + "/plain-write";
+      const auto t0 = clock_type::now();
+      plain_write(plain, bytes.data(), bytes.size());
+      disk_write_rate = static_cast<double>(bytes.size()) / seconds_since(t0);
+      std::filesystem::remove(plain);
+    }
+    const std::vector<std::optional<double>> runs =
+        sweeping ? points : std::vector<std::optional<double>>(log_runs ? opt.log_sync.size() : 1, share);
     for (std::size_t p = 0; p < runs.size(); ++p) {
       const std::string req = share_string(runs[p]);
+      const std::string log_policy = log_runs ? opt.log_sync[p] : "off";
+      if (log_runs) {
+        idx.reset();
+        std::filesystem::remove_all(opt.storage_dir);
+        tandem::config c = cfg;
+        if (log_policy != "off") {
+          c.storage_dir = opt.storage_dir;
+          c.log_sync_policy = log_policy == "none"    ? tandem::log_sync::none
+                              : log_policy == "group" ? tandem::log_sync::group
+                                                      : tandem::log_sync::batch;
+        }
+        idx = std::make_unique<tandem::index>(c);
+        if (share) idx->set_gpu_share(*share);
+        timed_load();  // with a log: the load's checkpoint included
+        if (verifier) verifier->load(ds.load_keys.data(), ds.load_values.data(), ds.load_keys.size());
+      }
       if (sweeping && p > 0 && reload_each_point) {
         progress_bar bar("tandem reload", 1, "bulk load");
         const auto t0 = clock_type::now();
@@ -325,27 +358,66 @@ int main(int argc, char** argv) {
       // can have in flight, each grown to a batch's answers and scan output.
       if (!warm.empty()) (void)run_tandem(*idx, warm, opt.inflight, true, "warm-up " + req);
       system_result r;
-      r.system = sweeping ? "tandem@" + req : "tandem";
+      r.system = sweeping ? "tandem@" + req : log_policy != "off" ? "tandem+log:" + log_policy : "tandem";
       r.description =
           "tandem::index, batches through index::submit, up to " + std::to_string(opt.inflight) + " in flight";
       r.load_seconds = load_seconds;
       r.load_keys = ds.load_keys.size();
       r.requested_share = runs[p] ? json(*runs[p]) : json("auto");
       r.sweep_point = sweeping;
+      const tandem::stats log_before = idx->stats();
       tandem_figures fig = run_tandem(*idx, ds.batches, opt.inflight, opt.verify,
                                       sweeping ? "tandem share " + req : "tandem " + std::string(to_string(spec.kind)));
       r.run = fig.run;
       r.device_used = fig.after.device;
-      if (opt.verify) verify_run(fig, sweeping ? "tandem share " + req : "tandem");
+      if (opt.verify) verify_run(fig, sweeping ? "tandem share " + req : r.system);
+      if (log_runs) {
+        const tandem::stats s = idx->stats();
+        const double rate = static_cast<double>(r.run.ops) / r.run.seconds;
+        const double per_op =
+            static_cast<double>(s.log_bytes - log_before.log_bytes) / static_cast<double>(r.run.ops);
+        char line[512];
+        std::snprintf(line, sizeof(line),
+                      "log %-5s: %.2f M ops/s; load (its checkpoint included) %.3f s; the timed run logged %s "
+                      "in %llu records (%.2f bytes an op), %llu fdatasyncs%s%s",
+                      log_policy.c_str(), rate / 1e6, load_seconds,
+                      bytes_text(static_cast<double>(s.log_bytes - log_before.log_bytes)).c_str(),
+                      static_cast<unsigned long long>(s.log_records - log_before.log_records), per_op,
+                      static_cast<unsigned long long>(s.log_syncs - log_before.log_syncs),
+                      s.log_error.empty() ? "" : "; LOG FAILED: ",
+                      s.log_error.c_str());
+        notes.push_back(line);
+        if (per_op > 0) {
+          std::snprintf(line, sizeof(line),
+                        "          the disk's plain write rate (%s/s, 1 GiB written and fsynced before the runs) "
+                        "bounds a synced log at %.2f M ops/s",
+                        bytes_text(disk_write_rate).c_str(), disk_write_rate / per_op / 1e6);
+          notes.push_back(line);
+        }
+      }
       r.tandem = std::move(fig);
       results.push_back(std::move(r));
+    }
+    if (log_runs) {
+      idx.reset();
+      std::filesystem::remove_all(opt.storage_dir);
+      const system_result* off = nullptr;
+      for (const system_result& r : results) {
+        if (r.system == "tandem") off = &r;
+      }
+      for (const system_result& r : results) {
+        if (!off || &r == off || r.system.rfind("tandem+log:", 0) != 0) continue;
+        const double ratio = (static_cast<double>(r.run.ops) / r.run.seconds) /
+                             (static_cast<double>(off->run.ops) / off->run.seconds);
+        notes.push_back(r.system + ": " + std::to_string(ratio).substr(0, 5) + "x the rate without a log (same run)");
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem-bench: %s\n", e.what());
     return 1;
   }
   if (opt.verify && tandem_checks_failed) exit_code = 1;
-  if (opt.verify && !tandem_checks_failed) {
+  if (opt.verify && !tandem_checks_failed && idx) {
     verify_lines.push_back(std::string("verify: tandem index::verify() found no broken invariant and the size equals "
                                        "the model's (") +
                            std::to_string(idx->size()) + " keys)" + (sweeping ? ", after every point" : ""));

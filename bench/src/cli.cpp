@@ -349,6 +349,19 @@ int parse_command_line(int argc, char** argv, options& opt) {
                  "-w save: the snapshot file (its folder also gets the plain file of the comparison; both are removed "
                  "at the end)")
       ->capture_default_str();
+  auto* log_opt =
+      app.add_option("--log-sync", opt.log_sync,
+                     "Run tandem once per value, each on a fresh index (loaded, warmed up, timed): off (no "
+                     "config.storage_dir) or the redo log's config.log_sync_policy none, group or batch, with the "
+                     "log in --storage-dir; one row each, and their rates against off's. Comma-separated")
+          ->delimiter(',')
+          ->check(CLI::IsMember({"off", "none", "group", "batch"}))
+          ->type_name("POLICY,...")
+          ->capture_default_str();
+  app.add_option("--storage-dir", opt.storage_dir,
+                 "--log-sync: the folder of the index's checkpoint and redo log (emptied before each run, removed "
+                 "at the end)")
+      ->capture_default_str();
   app.add_option("--rounds", opt.rounds, "-w churn: rounds of the sliding window")
       ->check(count_in(1, std::uint64_t{1} << 24, false))
       ->type_name("R")
@@ -363,6 +376,7 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->type_name("S")
       ->capture_default_str();
   share_opt->excludes(sweep_opt);
+  log_opt->excludes(sweep_opt);
   app.add_option("--warmup", opt.warmup,
                  "Untimed batches of --batch ops on loaded keys in the workload's mix of reads (C: gets; A, B, "
                  "load: gets and, every other op, an insert of a loaded key: present, so it changes nothing; E "

@@ -55,6 +55,8 @@ struct options {
   std::string rounds = "1000";       ///< -w churn: rounds
   std::string snapshot_path = "tandem-bench.snapshot";  ///< -w save: the snapshot file
   std::string churn_keys = "ordered";  ///< -w churn: ordered | random
+  std::vector<std::string> log_sync{"off"};  ///< --log-sync: off | none | group | batch, one run each
+  std::string storage_dir = "tandem-bench-storage";  ///< --log-sync: the index's storage folder
   double latency_seconds = 1.0;                                  ///< --sweep latency: seconds a point and system
   std::string latency_wait = "future";                           ///< --sweep latency: future | spin
   std::string warmup = "auto";

@@ -31,7 +31,8 @@ double seconds_since(clock_type::time_point t0) {
 
 constexpr std::size_t piece = std::size_t{16} << 20;
 
-/// Writes `bytes` bytes of `data` to `path` in 16 MiB pieces, then fsync.
+}  // namespace
+
 void plain_write(const std::string& path, const unsigned char* data, std::size_t bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create", path);
@@ -46,6 +47,8 @@ void plain_write(const std::string& path, const unsigned char* data, std::size_t
   if (::fsync(fd) != 0) fail("cannot fsync", path);
   ::close(fd);
 }
+
+namespace {
 
 /// Reads the whole of `path` into `data` in 16 MiB pieces. @return bytes read
 std::size_t plain_read(const std::string& path, unsigned char* data, std::size_t room) {

@@ -19,9 +19,14 @@
 
 #include <tandem/tandem.hpp>
 
+#include <string>
 #include <vector>
 
 namespace tandem_bench {
+
+/// Writes `bytes` bytes of `data` to a new file at `path` in 16 MiB
+/// write(2)s, then fsync (the file stays).
+void plain_write(const std::string& path, const unsigned char* data, std::size_t bytes);
 
 /// Runs the save/open measurement on `idx` (empty, configured) and prints it.
 /// @return one row per measured step for --csv

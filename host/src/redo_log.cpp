@@ -288,9 +288,22 @@ void redo_log::fail(const std::string& what, int err) {
 }
 
 void redo_log::datasync() {
+  const std::uint64_t written = written_.load(std::memory_order_acquire);
+  const std::uint64_t last = file_last_.load(std::memory_order_acquire);
   if (::fdatasync(fd_.get()) != 0) fail("fdatasync " + path_, errno);
-  dirty_ = false;
-  durable_ = file_last_;
+  synced_.store(written, std::memory_order_release);
+  durable_.store(last, std::memory_order_release);
+}
+
+void redo_log::sync_written() {
+  // What flush had written when the fdatasync began is on the disk when it
+  // returns: its records through `last`, its writes through `written`.
+  const std::uint64_t written = written_.load(std::memory_order_acquire);
+  const std::uint64_t last = file_last_.load(std::memory_order_acquire);
+  if (written == synced_.load(std::memory_order_acquire)) return;
+  if (::fdatasync(fd_.get()) != 0) throw io_error("fdatasync " + path_, errno);
+  synced_.store(written, std::memory_order_release);
+  if (last > durable_.load(std::memory_order_relaxed)) durable_.store(last, std::memory_order_release);
 }
 
 std::uint64_t redo_log::file_size() const {
@@ -359,7 +372,8 @@ void redo_log::append(std::uint64_t sequence, const op_type* types, const key_ty
   XXH3_64bits_update(&state, args, column);
   XXH3_64bits_update(&state, types, n);
   XXH3_64bits_update(&state, zeros, pad);
-  record_header h{record_magic, record_version, sequence, n, durable_, XXH3_64bits_digest(&state), 0};
+  record_header h{record_magic, record_version, sequence, n, durable_.load(std::memory_order_acquire),
+                  XXH3_64bits_digest(&state), 0};
   h.header_checksum = XXH3_64bits(&h, checked_header_bytes);
 
   if (queue_.empty()) queued_from_ = last_sequence_;
@@ -397,8 +411,8 @@ void redo_log::flush() {
     }
   }
   end_ = at;
-  file_last_ = last_sequence_;
-  dirty_ = true;
+  file_last_.store(last_sequence_, std::memory_order_release);
+  written_.fetch_add(1, std::memory_order_acq_rel);
   drop_queue();
 }
 
@@ -416,15 +430,7 @@ void redo_log::write_failed(int err) {
 
 void redo_log::sync() {
   flush();
-  if (dirty_) datasync();
-}
-
-void redo_log::commit(log_sync policy) {
-  if (policy == log_sync::none) {
-    flush();
-  } else {
-    sync();
-  }
+  if (written_.load(std::memory_order_acquire) != synced_.load(std::memory_order_acquire)) datasync();
 }
 
 void redo_log::truncate_through(std::uint64_t sequence) {
@@ -434,7 +440,8 @@ void redo_log::truncate_through(std::uint64_t sequence) {
   if (sequence >= file_last_) {
     if (::ftruncate(fd_.get(), 0) != 0) throw io_error("empty " + path_, errno);
     end_ = 0;
-    file_last_ = 0;
+    file_last_.store(0, std::memory_order_release);
+    written_.fetch_add(1, std::memory_order_acq_rel);
     datasync();  // so that the dropped records cannot come back
     return;
   }
@@ -466,8 +473,8 @@ void redo_log::truncate_through(std::uint64_t sequence) {
   }
   fd_ = std::move(out);
   end_ -= from;
-  dirty_ = false;
-  durable_ = file_last_;
+  synced_.store(written_.load(std::memory_order_acquire), std::memory_order_release);
+  durable_.store(file_last_.load(std::memory_order_acquire), std::memory_order_release);
   if (::fsync(dir_fd_.get()) != 0) fail("sync the folder " + dir_ + " after renaming redo.log.new", errno);
 }
 
@@ -487,10 +494,12 @@ void redo_log::verify() {
                                : " are no whole record"));
   }
   if (size != end_) throw broken("the file has " + std::to_string(size) + " bytes, not " + std::to_string(end_));
-  if (w.last != file_last_) {
-    throw broken("the last record has sequence " + std::to_string(w.last) + ", not " + std::to_string(file_last_));
+  const std::uint64_t last = file_last_.load(std::memory_order_acquire);
+  const std::uint64_t durable = durable_.load(std::memory_order_acquire);
+  if (w.last != last) {
+    throw broken("the last record has sequence " + std::to_string(w.last) + ", not " + std::to_string(last));
   }
-  if (durable_ > file_last_) throw broken("synced through " + std::to_string(durable_) + ", past the last record");
+  if (durable > last) throw broken("synced through " + std::to_string(durable) + ", past the last record");
 }
 
 }  // namespace tandem::host

@@ -87,8 +87,13 @@ void validate_config(const config& c) {
     fail("max_batch_output_bytes", "0 (no cap) or at least 16 (one scan entry)",
          std::to_string(c.max_batch_output_bytes));
   }
-  // Any value: min_gpu_batch, direct_get_ops, group_commit_output_bytes and
-  // the booleans.
+  if (static_cast<unsigned>(c.log_sync_policy) > static_cast<unsigned>(log_sync::batch)) {
+    fail("log_sync_policy", "none, group or batch",
+         "the integer " + std::to_string(static_cast<unsigned>(c.log_sync_policy)));
+  }
+  if (c.log_group_us > 10'000'000) fail("log_group_us", "in [0, 10000000] (ten seconds)", std::to_string(c.log_group_us));
+  // Any value: min_gpu_batch, direct_get_ops, group_commit_output_bytes,
+  // storage_dir and the booleans.
 }
 
 }  // namespace
@@ -121,6 +126,7 @@ index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
     gpu_side_ = std::make_unique<scheduler::worker_thread>();
     scatter_ = std::make_unique<scheduler::worker_thread>();
   }
+  if (!cfg_.storage_dir.empty()) logger_ = std::make_unique<scheduler::worker_thread>();  // log_: recover()
   dispatcher_ = std::thread([this] { dispatch(); });
 }
 
@@ -137,6 +143,15 @@ index::impl::~impl() {
   wake_.notify_one();
   dispatcher_.join();
   if (saver_.joinable()) saver_.join();
+  stop_syncer();
+  // Every answered batch's record is in the OS; closing makes them durable
+  // under every log_sync policy.
+  if (log_ && !log_failed_.load()) {
+    try {
+      log_->sync();
+    } catch (...) {  // a destructor cannot report it; log_sync::batch had synced them
+    }
+  }
 }
 
 void index::impl::enqueue(std::unique_ptr<job> j) {
@@ -359,19 +374,33 @@ job* index::impl::gather(job* first) {
 }
 
 void index::impl::dispatch() {
-  prepared* ready = nullptr;       // routed, its leaf phase next
-  prepared* scattering = nullptr;  // leaf phase done, answers on their way back on the GPU
-  auto deliver_scattered = [&] {
-    if (!scattering) return;
-    scatter_->wait();  // the task keeps its failures in the batch
-    deliver(*scattering);
-    scattering = nullptr;
+  prepared* ready = nullptr;  // routed, its leaf phase next
+  // Leaf phase done; its answers on their way back on the GPU, or its redo
+  // log record being written (the tasks keep their failures in the batch).
+  prepared* pending = nullptr;
+  auto pending_done = [&] {
+    return (!pending->gpu_scatter || scatter_->idle()) && (!pending->logging || logger_->idle()) &&
+           (pending->log_sequence == 0 || durable(*pending));
+  };
+  // The logger is free for the next record once the pending one's is written.
+  auto logger_free = [&] {
+    if (!pending || !pending->logging) return;
+    logger_->wait();
+    pending->logging = false;
+  };
+  auto deliver_pending = [&] {
+    if (!pending) return;
+    if (pending->gpu_scatter) scatter_->wait();
+    logger_free();
+    wait_durable(*pending);
+    deliver(*pending);
+    pending = nullptr;
   };
   for (;;) {
     if (!ready) {
       job* j = take_next();
       if (!j) {
-        deliver_scattered();  // nothing else to overlap it with
+        deliver_pending();  // nothing else to overlap it with
         j = pop_or_wait();
       }
       if (!j) {
@@ -389,7 +418,7 @@ void index::impl::dispatch() {
         continue;
       }
       if (j->type != job::kind::batch) {
-        deliver_scattered();  // loads and barriers come after every earlier batch
+        deliver_pending();  // loads and barriers come after every earlier batch
         wait_for_answers();
         run(j);
         delete j;
@@ -419,14 +448,27 @@ void index::impl::dispatch() {
       }
     }
     if (!ready->direct) wait_for_readers();  // it may write
+    if (pending && pending_done()) deliver_pending();  // no need to keep it waiting
+    const bool small = is_small(*ready->j);
     {
-      const serial_scope serial(is_small(*ready->j));
+      const serial_scope serial(small);
       leaf_stage(*ready);
     }
-    deliver_scattered();  // the previous batch, in order
-    if (ready->gpu_scatter) {
-      scattering = ready;
-      scatter_->start([this, p = ready] { scatter_on_gpu(*p); });
+    if (needs_log(*ready)) {
+      // Records go in queue order: the previous one is written first (its
+      // sync may still run beside this one's write).
+      logger_free();
+      if (small) {
+        write_log(*ready);  // a hand-over would cost more than the write
+      } else {
+        ready->logging = true;
+        logger_->start([this, p = ready] { write_log(*p); });
+      }
+    }
+    deliver_pending();  // the previous batch, in order
+    if (ready->gpu_scatter) scatter_->start([this, p = ready] { scatter_on_gpu(*p); });
+    if (ready->gpu_scatter || ready->logging || ready->log_sequence != 0) {
+      pending = ready;
     } else {
       deliver(*ready);
     }
@@ -448,6 +490,7 @@ void index::impl::run(job* j) {
     if (j->type == job::kind::load) {
       run_in_arena([&] { load(j->pairs); });
       publish_stats(nullptr, false, 0);  // keys, leaves and bytes of the new contents
+      if (!cfg_.storage_dir.empty() && !recovering_.load()) checkpoint_after_load();
     } else if (j->type == job::kind::barrier) {
       run_in_arena([&] { j->barrier_work(); });
     }
@@ -460,7 +503,10 @@ void index::impl::run(job* j) {
 void index::impl::prepare(prepared& p) {
   try {
     p.version = layout_snapshot();
-    run_in_arena([&] { validate(p); });
+    run_in_arena([&] {
+      validate(p);
+      gather_log_ops(p);
+    });
     p.direct = p.gets_only && p.n != 0 && p.n <= cfg_.direct_get_ops &&
                (p.n <= cfg_.small_batch_ops || p.n <= direct_gets_per_leaf * p.version->leaf_count());
     if (p.n != 0 && !p.direct) {
@@ -476,7 +522,7 @@ void index::impl::prepare(prepared& p) {
 }
 
 void index::impl::leaf_stage(prepared& p) {
-  if (p.failure) return;
+  if (p.failure || refuse_if_log_failed(p)) return;
   try {
     run_in_arena([&] { run_leaves(p, p.splits); });
   } catch (...) {
@@ -496,6 +542,7 @@ void index::impl::leaf_stage(prepared& p) {
 // Delivering allocates nothing: the batch's writes are done, and it must
 // not fail now (stats are best effort).
 void index::impl::deliver(prepared& p, bool on_worker) {
+  if (p.log_failure) p.failure = p.log_failure;
   try {
     publish_stats(&p, p.failure != nullptr, p.splits);
   } catch (...) {

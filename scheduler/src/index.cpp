@@ -12,7 +12,9 @@ namespace tandem {
 
 // ---- public API -------------------------------------------------------------
 
-index::index(const config& cfg) : impl_(std::make_unique<impl>(cfg)) {}
+index::index(const config& cfg) : impl_(std::make_unique<impl>(cfg)) {
+  if (!cfg.storage_dir.empty()) impl_->recover();
+}
 index::~index() = default;
 
 void index::load(const key_type* keys, const value_type* values, std::size_t n) {
@@ -89,6 +91,11 @@ void index::save(const std::string& path) {
 void index::open(const std::string& path) {
   impl_->refuse_on_dispatcher("open");
   impl_->open_snapshot(path);
+}
+
+void index::checkpoint() {
+  impl_->refuse_on_dispatcher("checkpoint");
+  impl_->checkpoint();
 }
 
 void index::compact() {

@@ -8,12 +8,14 @@
 //                    or small batches of gets answered directly  (no step 2)
 //   inner_sync.cpp   splits into the leaf table, layout rebuild, GPU upload,
 //                    load and verify                             (step 4)
+//   persist.cpp      snapshots, the redo log, checkpoints and recovery
 //   stats.cpp        the stats snapshot
 // Threads: the dispatcher thread owns the leaves, the leaf table and the
 // layout; the look-ahead thread routes the next batch (validate + route)
 // while the dispatcher runs the current one's leaf phase; the GPU thread
 // runs the GPU side of a split route; the scatter thread puts the previous
-// batch's answers back in batch order on the GPU meanwhile. Batches of gets
+// batch's answers back in batch order on the GPU meanwhile, and the logger
+// thread writes its redo log record (config.storage_dir). Batches of gets
 // answered directly may run as reader tasks on the arena, several at once,
 // while the dispatcher goes on; any other batch's leaf phase, a load or a
 // barrier first waits for them. All parallel work runs on one TBB arena of
@@ -25,6 +27,7 @@
 #include <tandem/device/gpu_router.hpp>
 #include <tandem/host/leaf_phase.hpp>
 #include <tandem/host/leaf_store.hpp>
+#include <tandem/host/redo_log.hpp>
 #include <tandem/host/route.hpp>
 #include <tandem/scheduler/share_policy.hpp>
 
@@ -72,6 +75,7 @@ struct load_input {
 struct job {
   enum class kind { batch, load, barrier, save } type = kind::batch;
   std::string path;                    // save
+  std::uint64_t* saved_sequence = nullptr;  // save: receives the snapshot's sequence number
   tandem::batch ops;
   load_input pairs;                    // load
   std::promise<batch_result> promise;  // batch via submit(b)
@@ -145,6 +149,11 @@ struct route_space {
   scheduler::host_array<std::uint8_t> found;
   // Per batch position: the scan's entry of batch::scans() (scan ops only).
   scheduler::host_array<std::uint32_t> scan_slot;
+  // The batch's write ops for its redo log record (gather_log_ops), when it
+  // has other ops too.
+  scheduler::host_array<op_type> log_types;
+  scheduler::host_array<key_type> log_keys;
+  scheduler::host_array<value_type> log_args;
   void set_kind(scheduler::memory_kind k) {
     final_route.set_kind(k);
     gpu_side.set_kind(k);
@@ -160,6 +169,9 @@ struct route_space {
     answers.release();
     found.release();
     scan_slot.release();
+    log_types.release();
+    log_keys.release();
+    log_args.release();
     merge_work = {};
     cpu_work = {};
     fallback_work = {};
@@ -205,6 +217,12 @@ struct prepared {
   bool gpu_scatter = false;
   std::uint64_t splits = 0;
   std::exception_ptr failure;
+  bool log_gathered = false;  // its write ops are in space->log_* (gather_log_ops)
+  bool logging = false;  // its redo log record is being written (logger thread)
+  /// log_sync::batch: its record's sequence number, until a sync covers it
+  /// (the answer waits); 0: nothing to wait for.
+  std::uint64_t log_sequence = 0;
+  std::exception_ptr log_failure;  // the record could not be written or synced: the batch's answer
   std::chrono::steady_clock::time_point taken;  // when the dispatcher took it up
   std::uint64_t sequence = 0;  // its own, or its first member's (queue order)
   void reset(job* jb, route_space* sp) {
@@ -230,6 +248,10 @@ struct prepared {
     gpu_scatter = false;
     splits = 0;
     failure = nullptr;
+    log_gathered = false;
+    logging = false;
+    log_sequence = 0;
+    log_failure = nullptr;
   }
 };
 
@@ -249,8 +271,16 @@ class index::impl {
   /// batch in flight, no reader running) and waits for it.
   void run_barrier(std::function<void()> work);
   std::size_t size() const { return keys_.load(std::memory_order_acquire); }
-  /// index::open: reads and checks the snapshot here, then loads it in queue order.
-  void open_snapshot(const std::string& path);
+  /// index::open: reads and checks the snapshot here, then loads it in
+  /// queue order. @return the snapshot's sequence number
+  std::uint64_t open_snapshot(const std::string& path);
+  /// config.storage_dir: opens the redo log, loads the checkpoint and
+  /// replays the log's later batches. Called once, by index's constructor,
+  /// before the index is handed out.
+  void recover();
+  /// index::checkpoint: a snapshot to the checkpoint file, then the log
+  /// records it covers dropped.
+  void checkpoint();
   void set_share(double share);
   void set_auto_share() { auto_share_.store(true); }
   bool inject_gpu_fault(device::stage s, int count);
@@ -401,6 +431,45 @@ class index::impl {
   /// (write_snapshot), fulfils the job and deletes it.
   void start_save(job* j);
   void write_snapshot(const std::string& path, const std::vector<leaf_id>& ids, std::uint64_t sequence);
+  [[nodiscard]] std::string checkpoint_path() const { return cfg_.storage_dir + "/checkpoint.snapshot"; }
+  /// Whether the batch's writes go to the redo log: it has writes, ran,
+  /// and the index is not replaying the log.
+  [[nodiscard]] bool needs_log(const prepared& p) const noexcept;
+  /// Copies the write ops of a batch that will be logged and has other ops
+  /// too into its route space, in parallel (prepare, after validate).
+  void gather_log_ops(prepared& p);
+  /// Refuses a batch with writes while the log is failed (p.failure).
+  /// @return whether it was refused
+  bool refuse_if_log_failed(prepared& p) const;
+  /// Appends the batch's write ops to the log as one record and writes it
+  /// to the OS; under log_sync::batch its answer then waits for the syncer
+  /// (p.log_sequence). A failure goes to p.log_failure and fails the log.
+  /// Logger thread, or the dispatcher for a small batch; one at a time, in
+  /// queue order.
+  void write_log(prepared& p);
+  /// Whether p's record is synced (or the log failed): its answer may go.
+  bool durable(const prepared& p);
+  /// Waits until p's record is synced; if the log fails first, the batch
+  /// fails (p.log_failure).
+  void wait_durable(prepared& p);
+  /// The syncer thread (log_sync group and batch): fdatasyncs what the
+  /// logger wrote, at once (batch) or once a window (group), beside the
+  /// next record's write, and wakes the deliveries waiting for it.
+  void sync_loop();
+  /// Keeps the syncer away from the log (reset_log), and lets it go on.
+  void pause_syncer();
+  void resume_syncer();
+  void stop_syncer() noexcept;
+  /// Fails the log: batches with writes are refused until a checkpoint.
+  void fail_log(const std::string& why);
+  static std::exception_ptr unlogged_batch_error(std::uint64_t sequence, const std::string& why);
+  /// After a snapshot at `sequence` in the checkpoint file: drops the
+  /// records it covers, reopening the log when it had failed. Dispatcher
+  /// thread, no record being written.
+  void reset_log(std::uint64_t sequence);
+  /// A load with config.storage_dir: the new contents written to the
+  /// checkpoint file and the log emptied, before any later batch runs.
+  void checkpoint_after_load();
 
   // stats.cpp
   void publish_stats(const prepared* p, bool failed, std::uint64_t splits);
@@ -620,6 +689,32 @@ class index::impl {
   std::unique_ptr<scheduler::worker_thread> scatter_;    // answers of the previous batch, on the GPU
   std::thread dispatcher_;
   std::thread saver_;  // the latest save (start_save); joined before the next one and by the destructor
+
+  // The redo log (config.storage_dir; persist.cpp). The logger thread writes
+  // one record at a time, the dispatcher waits for it before the next.
+  std::unique_ptr<host::redo_log> log_;  // null without storage_dir, or after a failed reopen
+  std::unique_ptr<scheduler::worker_thread> logger_;
+  /// A record could not be written (or synced): batches with writes are
+  /// refused, with log_failure_, until a checkpoint succeeds.
+  std::atomic<bool> log_failed_{false};
+  mutable std::mutex log_failure_mutex_;  // guards log_failure_
+  std::string log_failure_;
+  [[nodiscard]] std::string log_failure() const {
+    std::lock_guard<std::mutex> lock(log_failure_mutex_);
+    return log_failure_;
+  }
+  std::atomic<bool> recovering_{false};  // replaying the log (recover): nothing is appended
+  // The syncer (sync_loop), guarded by sync_mutex_: the last record written
+  // and the last one known synced, by sequence number.
+  std::thread syncer_;
+  std::mutex sync_mutex_;
+  std::condition_variable sync_wake_, durable_cv_;
+  std::uint64_t written_sequence_ = 0, durable_sequence_ = 0;
+  bool sync_stop_ = false, sync_paused_ = false, sync_busy_ = false;
+  std::atomic<std::uint64_t> log_bytes_{0}, log_records_{0}, log_syncs_{0};
+  std::atomic<std::uint64_t> checkpoints_{0};
+  std::uint64_t replayed_batches_ = 0;
+  double recovery_seconds_ = 0;
 };
 
 }  // namespace tandem

@@ -66,6 +66,13 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.dead_leaves = store_.dead_leaves();
   stats_.merges = store_.merges() + merges_before_;
   stats_.compactions = compactions_;
+  stats_.log_bytes = log_bytes_.load();
+  stats_.log_records = log_records_.load();
+  stats_.log_syncs = log_syncs_.load();
+  stats_.checkpoints = checkpoints_.load();
+  stats_.replayed_batches = replayed_batches_;
+  stats_.recovery_seconds = recovery_seconds_;
+  stats_.log_error = log_failed_.load(std::memory_order_acquire) ? log_failure() : std::string();
   stats_.inner_height = layout_->height();
   stats_.inner_bytes = layout_->bytes();
   stats_.leaf_bytes = store_.leaf_count() * sizeof(host::leaf);

@@ -1,6 +1,7 @@
 #pragma once
 // A long-lived thread that runs one task at a time for the dispatcher: the
-// look-ahead route of the next batch, or the GPU side of a split route.
+// look-ahead route of the next batch, the GPU side of a split route, a GPU
+// scatter or a batch's redo log record.
 // Started once with the index, so no thread is created per batch. `start`
 // hands it a task, `wait` waits for it and rethrows what it threw.
 
@@ -36,6 +37,12 @@ class worker_thread {
       error_ = nullptr;
     }
     wake_.notify_all();
+  }
+
+  /// @return whether no task runs (`wait` would return at once).
+  [[nodiscard]] bool idle() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !busy_;
   }
 
   /// @brief Waits for the task; rethrows its exception.

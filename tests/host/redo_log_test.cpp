@@ -33,7 +33,6 @@
 namespace {
 
 using namespace tandem;
-using host::log_sync;
 using host::redo_log;
 namespace fs = std::filesystem;
 
@@ -157,7 +156,8 @@ TEST(RedoLog, RoundTripOverSeedsAndSizes) {
         append(log, want.back());
         // Else queued: flushed with a later one, or by the destructor.
         const std::uint64_t pick = rng() % 4;
-        if (pick < 2) log.commit(pick == 0 ? log_sync::none : log_sync::batch);
+        if (pick == 0) log.flush();
+        if (pick == 1) log.sync();
       }
       EXPECT_EQ(log.last_sequence(), sequence);
       if (seed % 2 == 0) log.verify();
@@ -397,11 +397,11 @@ TEST(RedoLog, SecondOpenerOfAFolderIsRefused) {
   EXPECT_NO_THROW(redo_log again(dir.path));
 }
 
-TEST(RedoLog, CommitPolicies) {
-  // After each commit, a copy of redo.log read by a fresh redo_log in
-  // another folder holds every record committed so far.
-  for (const log_sync policy : {log_sync::none, log_sync::group, log_sync::batch}) {
-    SCOPED_TRACE("policy " + std::to_string(static_cast<int>(policy)));
+TEST(RedoLog, FlushAndSyncWriteEveryQueuedRecord) {
+  // After each flush or sync, a copy of redo.log read by a fresh redo_log
+  // in another folder holds every record queued so far.
+  for (const bool durable : {false, true}) {
+    SCOPED_TRACE(durable ? "sync" : "flush");
     temp_dir dir;
     temp_dir reader;
     const std::vector<record> records = make_records(1, 9, 500, 10);
@@ -410,8 +410,12 @@ TEST(RedoLog, CommitPolicies) {
     for (std::size_t i = 0; i < records.size(); ++i) {
       append(log, records[i]);
       EXPECT_LT(fs::file_size(dir.log_file()), log.bytes()) << "append writes nothing";
-      if (policy == log_sync::group && i % 3 != 2) continue;  // groups of 3
-      log.commit(policy);
+      if (i % 3 != 2 && i + 1 != records.size()) continue;  // groups of 3
+      if (durable) {
+        log.sync();
+      } else {
+        log.flush();
+      }
       EXPECT_EQ(fs::file_size(dir.log_file()), log.bytes());
       fs::copy_file(dir.log_file(), reader.log_file(), fs::copy_options::overwrite_existing);
       expect_records(read_log(reader.path), {records.begin(), records.begin() + static_cast<std::ptrdiff_t>(i) + 1});

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace tandem {
 
@@ -31,6 +32,22 @@ struct auto_share_t {
   explicit constexpr auto_share_t() = default;
 };
 inline constexpr auto_share_t auto_share{};
+
+/// When the redo log (config.storage_dir) makes a batch's record durable.
+/// Every policy writes the record to the operating system before the batch's
+/// answer is released, so a crash of the process (SIGKILL included) loses no
+/// acknowledged batch under any of them; they differ in what a crash of the
+/// machine (power loss, kernel panic) may lose.
+enum class log_sync : std::uint8_t {
+  none,   ///< never fdatasync while running (the OS writes back when it
+          ///< likes; closing the index syncs): a machine crash may lose
+          ///< any acknowledged batch not yet written back
+  group,  ///< fdatasync at most once per config.log_group_us and whenever
+          ///< the index runs out of work: a machine crash may lose the
+          ///< acknowledged batches of the last window
+  batch,  ///< fdatasync before each answer (batches folded by group
+          ///< commit share one): a machine crash loses nothing acknowledged
+};
 
 struct config {
   /// Worker threads of the index's TBB arena (routing and leaf phase);
@@ -176,6 +193,24 @@ struct config {
   /// fail the batch's future when it finds a problem. Slow; for debugging.
   /// Range: any.
   bool verify_each_batch = false;
+  /// Folder that makes the index durable (empty: nothing is kept, the
+  /// default). It holds `checkpoint.snapshot` (written by
+  /// index::checkpoint, and by every load or open) and the redo log
+  /// (`redo.log`, locked by one index at a time): every batch with writes
+  /// is appended to the log, in queue order, before its answer is released.
+  /// Constructing an index on a folder that has them restores the contents:
+  /// the checkpoint is loaded and the log's later batches are replayed (a
+  /// torn tail, from a crash mid-append, is cut at the last whole batch).
+  /// The folder is created when missing. Range: any path.
+  std::string storage_dir;
+  /// How the redo log syncs (see log_sync). Range: the enumerators of
+  /// log_sync (an integer cast to it outside them is rejected).
+  log_sync log_sync_policy = log_sync::batch;
+  /// log_sync::group: the most microseconds between two fdatasyncs of the
+  /// log while batches keep coming (the batch whose record is written when
+  /// the window has passed syncs before its answer). Range: [0, 10^7] (ten
+  /// seconds); 0 syncs every batch, as log_sync::batch does.
+  unsigned log_group_us = 1000;
 };
 
 }  // namespace tandem

@@ -69,6 +69,24 @@
 /// config.max_batch_output_bytes do not fail the batch: each such scan gets
 /// status `output_limit` and the other ops run.
 ///
+/// Durability (config.storage_dir; without it nothing outlives the index):
+/// the folder holds a checkpoint (a snapshot) and a redo log. Every batch
+/// with writes is appended to the log (its put, insert and erase ops, in
+/// batch order) after its writes are applied and before its answer is
+/// released, in queue order; config.log_sync_policy says whether the answer
+/// also waits for an fdatasync. Constructing an index on the folder loads
+/// the checkpoint and replays the log's later batches, so it holds every
+/// batch whose answer was released (with log_sync::batch, also after a
+/// crash of the machine) and, of the batches after them, a prefix in queue
+/// order. A batch's writes are visible to later batches before its record
+/// is written: a read may see a write that a crash then loses, one whose
+/// answer was never released. `checkpoint` writes a new snapshot and drops
+/// the log records it covers; `load` and `open` write one too, before any
+/// later batch runs. A record that cannot be written (disk full, I/O
+/// error) fails that batch (its writes stay in memory, not on disk) and
+/// every later batch with writes, with tandem::error, until a
+/// `checkpoint` succeeds; reads go on.
+///
 /// One batch, end to end: the ops are checked (one pass over the type
 /// column); routed and sorted by (key, position), the GPU's share on the GPU
 /// (keys up, CUB sort, descent, leaf groups found on the GPU, sorted
@@ -103,9 +121,14 @@ class index {
   /// caught, counted in stats().callback_errors and never stop the index.
   using callback = std::function<void(batch_result result, std::exception_ptr error)>;
 
-  /// @brief An empty index.
+  /// @brief An empty index, or with config.storage_dir the index kept
+  ///        there: its checkpoint loaded and its redo log replayed (a torn
+  ///        tail, from a crash mid-append, is cut at the last whole batch).
   /// @throws std::invalid_argument for a config value out of range
-  /// @throws tandem::error when config.device is gpu and no GPU is usable
+  /// @throws tandem::error when config.device is gpu and no GPU is usable;
+  ///         when the storage folder cannot be made or read, another index
+  ///         holds it (the log's lock), or its checkpoint or log is
+  ///         corrupt (naming the file and the fault)
   explicit index(const config& cfg = {});
   ~index();
 
@@ -117,10 +140,14 @@ class index {
   ///        and waits for it. The pairs are read where they are, not copied:
   ///        they must not change until `load` returns. Pairs already in key
   ///        order are detected (one parallel pass) and not sorted; others
-  ///        are radix-sorted in parallel.
+  ///        are radix-sorted in parallel. With config.storage_dir the new
+  ///        contents are written to the checkpoint (and the log emptied)
+  ///        before `load` returns and before any later batch runs.
   /// @throws std::invalid_argument when n > 0 and keys or values is null;
   ///         std::bad_alloc when the new leaves cannot be had, and then the
-  ///         index holds what it held before.
+  ///         index holds what it held before; tandem::error when the
+  ///         checkpoint cannot be written: the pairs are loaded but not
+  ///         durable, and writes are refused until a `checkpoint` succeeds.
   void load(const key_type* keys, const value_type* values, std::size_t n);
   void load(const std::vector<entry>& entries);
 
@@ -223,6 +250,19 @@ class index {
   /// @throws std::bad_alloc when the new leaf table or layout cannot be
   ///         had: then nothing changed.
   void compact();
+
+  /// @brief Makes the storage folder's checkpoint the contents as of this
+  ///        point in queue order (a `save` to `<storage_dir>/
+  ///        checkpoint.snapshot`), then drops the redo log's records it
+  ///        covers. Waits for both. Reads go on during it, writes wait for
+  ///        the snapshot (see `save`). After a failed log record, a
+  ///        successful checkpoint starts a fresh log and writes are taken
+  ///        again. How often to call it is the caller's trade: opening
+  ///        replays every record since the last one.
+  /// @throws tandem::error without config.storage_dir, or naming the file
+  ///         and the reason when the snapshot or the log cannot be written
+  ///         (the previous checkpoint and the log stay valid)
+  void checkpoint();
 
   /// @brief Waits for every batch queued before it, then checks every
   ///        invariant of leaves, leaf table and inner layout.

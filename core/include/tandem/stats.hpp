@@ -107,6 +107,17 @@ struct stats {
   std::uint64_t callback_errors = 0; ///< exceptions thrown by user callbacks
   std::string last_callback_error;   ///< what() of the latest one
 
+  // Durability (config.storage_dir; all 0 or empty without it).
+  std::uint64_t log_bytes = 0;       ///< bytes of the redo log file
+  std::uint64_t log_records = 0;     ///< records appended since the index opened (one per batch with writes)
+  std::uint64_t log_syncs = 0;       ///< fdatasyncs of the log since the index opened
+  std::uint64_t checkpoints = 0;     ///< checkpoints written (index::checkpoint, load, open)
+  std::uint64_t replayed_batches = 0;  ///< log records replayed when the index opened
+  double recovery_seconds = 0;       ///< opening: checkpoint loaded and log replayed
+  /// Why the log failed (batches with writes are refused until a
+  /// checkpoint succeeds); empty while it works.
+  std::string log_error;
+
   std::uint64_t keys = 0;            ///< keys held
   std::uint64_t leaves = 0;          ///< leaves in the leaf table
   /// Leaves that merges emptied, kept until no route can reach them and

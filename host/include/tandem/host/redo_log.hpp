@@ -6,7 +6,7 @@
 /// What. When the index has a log folder, it appends the write ops (put,
 /// insert, erase, in batch order) of every batch that has any as one
 /// *record* tagged with the batch's sequence number, and makes the record as
-/// durable as its `log_sync` policy says before it releases the batch's
+/// durable as its `config.log_sync_policy` says before it releases the batch's
 /// answer. On open it loads the snapshot (consistent at some sequence s) and
 /// calls `replay(s, f)`, which hands `f` every later record in order. After a
 /// new snapshot at s', `truncate_through(s')` drops the records it covers.
@@ -38,12 +38,12 @@
 /// OS with pwritev, one call per IOV_MAX (1024) pieces, a large record being
 /// four: they survive a crash of the process, not of the machine. `sync`
 /// flushes and fdatasyncs: they survive a power loss. When to call which is
-/// the caller's `log_sync` policy; `commit(policy)` applies one.
+/// the caller's policy (tandem::log_sync).
 ///
 /// Copies. `append` borrows the caller's key, arg and type arrays of records
 /// of 64 KiB and more and writes them straight from there (no copy); smaller
 /// records are copied into the log's buffer. The arrays must stay valid and
-/// unchanged until the next `flush`, `sync`, `commit`, `replay`,
+/// unchanged until the next `flush`, `sync`, `replay`,
 /// `truncate_through` or the destructor returns.
 ///
 /// Failures. Every system call that fails throws `tandem::error` naming the
@@ -53,11 +53,14 @@
 /// the log failed (the kernel may have dropped the unsynced pages, so a
 /// later sync would lie), and every later call throws: reopen the log.
 ///
-/// Threads: one thread at a time.
+/// Threads: one thread at a time, except `sync_written`, which one other
+/// thread may call while `append` or `flush` run (it fdatasyncs what
+/// earlier flushes wrote); nothing else may run beside it.
 
 #include <tandem/batch.hpp>
 #include <tandem/core/types.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -65,14 +68,6 @@
 #include <vector>
 
 namespace tandem::host {
-
-/// When the index makes its log records durable (the caller's cadence of
-/// `redo_log::commit`).
-enum class log_sync : std::uint8_t {
-  none,   ///< after every batch, write to the OS only; it writes back when it likes
-  group,  ///< after every group of batches committed together, write and fdatasync
-  batch,  ///< after every batch, write and fdatasync
-};
 
 /// Receives one replayed record: its sequence number and its `n` write ops
 /// (types, keys, args). The arrays are valid during the call only.
@@ -127,9 +122,13 @@ class redo_log {
   ///         then failed)
   void sync();
 
-  /// @brief Ends a batch, or a group of batches, under `policy`: `flush`
-  ///        for log_sync::none, `sync` otherwise.
-  void commit(log_sync policy);
+  /// @brief fdatasyncs what `flush` has written so far (nothing when that is
+  ///        synced already); may run on a second thread beside `append`
+  ///        and `flush`.
+  /// @throws tandem::error on a sync error. The log is not marked failed
+  ///         (the other thread may be using it): the caller must stop
+  ///         trusting it and reopen it.
+  void sync_written();
 
   /// @brief Drops the records with sequence <= `sequence` (a snapshot now
   ///        covers them): empties the file when that is all of them, else
@@ -194,10 +193,15 @@ class redo_log {
   std::string failure_;  ///< why the log failed; empty while usable
 
   std::uint64_t end_ = 0;            ///< file size: whole records only
-  std::uint64_t file_last_ = 0;      ///< sequence of the file's last record (0: empty file)
-  std::uint64_t durable_ = 0;        ///< records up to this sequence are fdatasync'ed (0 or a record of the file)
+  /// Sequence of the file's last record (0: empty file); read by sync_written.
+  std::atomic<std::uint64_t> file_last_{0};
+  /// Records up to this sequence are fdatasync'ed (0 or a record of the
+  /// file); written by sync_written.
+  std::atomic<std::uint64_t> durable_{0};
   std::uint64_t last_sequence_ = 0;  ///< file_last_ or the last queued record's
-  bool dirty_ = false;               ///< written since the last fdatasync
+  /// Writes to the file so far (flushes, cuts), and how many of them the
+  /// last fdatasync covered: equal when nothing is left to sync.
+  std::atomic<std::uint64_t> written_{0}, synced_{0};
 
   std::vector<unsigned char> staged_;
   std::vector<piece> queue_;
