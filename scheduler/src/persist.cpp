@@ -278,7 +278,11 @@ void index::impl::sync_loop() {
   auto last = clock_type::now();
   std::unique_lock<std::mutex> lock(sync_mutex_);
   for (;;) {
-    sync_wake_.wait(lock, [&] { return sync_stop_ || (!sync_paused_ && written_sequence_ > durable_sequence_); });
+    // A failed log waits for a checkpoint to reopen it (resume_syncer).
+    sync_wake_.wait(lock, [&] {
+      return sync_stop_ ||
+             (!sync_paused_ && !log_failed_.load(std::memory_order_acquire) && written_sequence_ > durable_sequence_);
+    });
     if (sync_stop_) return;
     // log_sync::group: one fdatasync a window for what was written in it.
     if (group && sync_wake_.wait_until(lock, last + window, [&] { return sync_stop_ || sync_paused_; })) continue;
@@ -303,9 +307,6 @@ void index::impl::sync_loop() {
       log_syncs_.fetch_add(1, std::memory_order_relaxed);
     }
     durable_cv_.notify_all();
-    if (!synced) {  // the log is failed: wait for a checkpoint to reopen it
-      sync_wake_.wait(lock, [&] { return sync_stop_ || !log_failed_.load(std::memory_order_acquire); });
-    }
   }
 }
 

@@ -42,11 +42,14 @@ enum class log_sync : std::uint8_t {
   none,   ///< never fdatasync while running (the OS writes back when it
           ///< likes; closing the index syncs): a machine crash may lose
           ///< any acknowledged batch not yet written back
-  group,  ///< fdatasync at most once per config.log_group_us and whenever
-          ///< the index runs out of work: a machine crash may lose the
-          ///< acknowledged batches of the last window
-  batch,  ///< fdatasync before each answer (batches folded by group
-          ///< commit share one): a machine crash loses nothing acknowledged
+  group,  ///< answers wait for the write only; the index's syncer thread
+          ///< fdatasyncs what was written once per config.log_group_us:
+          ///< a machine crash may lose the acknowledged batches of about
+          ///< the last window (and of a sync under way)
+  batch,  ///< each answer waits for an fdatasync that covers its record (one
+          ///< sync covers every record written before it: batches folded by
+          ///< group commit, or written while the previous sync ran, share
+          ///< it): a machine crash loses nothing acknowledged
 };
 
 struct config {
@@ -206,10 +209,10 @@ struct config {
   /// How the redo log syncs (see log_sync). Range: the enumerators of
   /// log_sync (an integer cast to it outside them is rejected).
   log_sync log_sync_policy = log_sync::batch;
-  /// log_sync::group: the most microseconds between two fdatasyncs of the
-  /// log while batches keep coming (the batch whose record is written when
-  /// the window has passed syncs before its answer). Range: [0, 10^7] (ten
-  /// seconds); 0 syncs every batch, as log_sync::batch does.
+  /// log_sync::group: microseconds from one fdatasync of the log to the
+  /// next while records are written (none while nothing is). Range:
+  /// [0, 10^7] (ten seconds); 0 syncs as often as the disk allows, still
+  /// without holding answers back.
   unsigned log_group_us = 1000;
 };
 
