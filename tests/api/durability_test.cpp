@@ -13,6 +13,7 @@
 #include <tandem/tandem.hpp>
 
 #include "support/batches.hpp"
+#include "support/contents.hpp"
 #include "support/crash_batches.hpp"
 #include "support/model.hpp"
 
@@ -44,30 +45,10 @@ extern char** environ;
 namespace {
 
 using namespace tandem;
+using test::as_entries;
+using test::contents;
 using test::index_model;
 namespace fs = std::filesystem;
-
-/// A fresh folder under the system's temporary folder, removed at the end.
-class temp_folder {
- public:
-  temp_folder() {
-    path_ = fs::temp_directory_path() / ("tandem-durability-test-" + std::to_string(::getpid()) + "-" +
-                                         std::to_string(counter_++));
-    fs::remove_all(path_);
-  }
-  ~temp_folder() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  temp_folder(const temp_folder&) = delete;
-  temp_folder& operator=(const temp_folder&) = delete;
-  [[nodiscard]] std::string path() const { return path_.string(); }
-  [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-  static inline int counter_ = 0;
-};
 
 config durable(const std::string& dir, log_sync policy = log_sync::batch, std::size_t threads = 4) {
   config c;
@@ -76,28 +57,6 @@ config durable(const std::string& dir, log_sync policy = log_sync::batch, std::s
   c.storage_dir = dir;
   c.log_sync_policy = policy;
   return c;
-}
-
-/// Every pair of the index, in key order.
-std::vector<entry> contents(tandem::index& idx) {
-  batch b;
-  b.scan(min_key, max_key, max_scan_limit);
-  const batch_result r = idx.execute(std::move(b));
-  EXPECT_TRUE(r.ok(0)) << r.error(0);
-  return {r.scan(0).begin(), r.scan(0).end()};
-}
-
-std::vector<entry> as_entries(const std::map<key_type, value_type>& m) {
-  std::vector<entry> v;
-  v.reserve(m.size());
-  for (const auto& [k, x] : m) v.push_back({k, x});
-  return v;
-}
-
-bool same(const std::vector<entry>& a, const std::vector<entry>& b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const entry& x, const entry& y) {
-           return x.key == y.key && x.value == y.value;
-         });
 }
 
 /// Applies the ops of `b` to `model` (answers not compared).
@@ -117,13 +76,13 @@ TEST(Durability, ReopenedIndexHoldsEveryAnsweredBatch) {
   for (const log_sync policy : {log_sync::none, log_sync::group, log_sync::batch}) {
     for (std::uint64_t seed = 1; seed <= 4; ++seed) {
       SCOPED_TRACE(std::string("policy ") + name(policy) + ", seed " + std::to_string(seed));
-      temp_folder dir;
+      test::temp_folder dir("durability-test");
       index_model model;
       test::key_source keys(seed % 2 ? test::key_pattern::edges : test::key_pattern::narrow, 3000, seed);
       std::uint64_t last_sequence = 0;
       for (int round = 0; round < 4; ++round) {
         tandem::index idx(durable(dir.path(), policy, 1 + seed % 4));
-        ASSERT_TRUE(same(contents(idx), as_entries(model.data))) << "round " << round;
+        ASSERT_TRUE(contents(idx) == as_entries(model.data)) << "round " << round;
         idx.verify();
         if (round == 0 && seed % 2 == 0) model.load(idx, keys.pairs(2000));
         for (int step = 0; step < 12; ++step) {
@@ -161,7 +120,7 @@ TEST(Durability, ReopenedIndexHoldsEveryAnsweredBatch) {
         }
       }
       tandem::index idx(durable(dir.path(), policy));
-      EXPECT_TRUE(same(contents(idx), as_entries(model.data)));
+      EXPECT_TRUE(contents(idx) == as_entries(model.data));
       EXPECT_GT(idx.stats().replayed_batches, 0u);
       idx.verify();
     }
@@ -169,7 +128,7 @@ TEST(Durability, ReopenedIndexHoldsEveryAnsweredBatch) {
 }
 
 TEST(Durability, CheckpointDropsTheRecordsItCovers) {
-  temp_folder dir;
+  test::temp_folder dir("durability-test");
   index_model model;
   test::key_source keys(test::key_pattern::uniform, 5000, 7);
   std::uint64_t before = 0;
@@ -199,14 +158,13 @@ TEST(Durability, CheckpointDropsTheRecordsItCovers) {
   }
   tandem::index idx(durable(dir.path()));
   EXPECT_EQ(idx.stats().replayed_batches, 5u);
-  EXPECT_TRUE(same(contents(idx), as_entries(model.data)));
+  EXPECT_TRUE(contents(idx) == as_entries(model.data));
   idx.verify();
 }
 
 TEST(Durability, LoadAndOpenWriteACheckpoint) {
-  temp_folder dir;
-  temp_folder other;
-  fs::create_directories(other.path());
+  test::temp_folder dir("durability-test");
+  test::temp_folder other("durability-test");
   test::key_source keys(test::key_pattern::edges, 100000, 11);
   const std::vector<entry> pairs = keys.pairs(50000);
   index_model model;
@@ -227,24 +185,24 @@ TEST(Durability, LoadAndOpenWriteACheckpoint) {
   {
     tandem::index idx(durable(dir.path()));
     EXPECT_EQ(idx.stats().replayed_batches, 1u);
-    EXPECT_TRUE(same(contents(idx), as_entries(model.data)));
+    EXPECT_TRUE(contents(idx) == as_entries(model.data));
     batch b;
     b.put(5, 5).erase(pairs[0].key);
     const std::vector<entry> saved = contents(idx);
     (void)idx.execute(b);
     idx.open(other.file("elsewhere.snapshot"));  // back to the saved contents, made durable
-    EXPECT_TRUE(same(contents(idx), saved));
+    EXPECT_TRUE(contents(idx) == saved);
   }
   tandem::index idx(durable(dir.path()));
   EXPECT_EQ(idx.stats().replayed_batches, 0u);
-  EXPECT_TRUE(same(contents(idx), as_entries(model.data)));
+  EXPECT_TRUE(contents(idx) == as_entries(model.data));
   idx.verify();
 }
 
 TEST(Durability, TornTailIsCutAtTheLastWholeBatch) {
   // A log cut at any of a few points, or ending in garbage, reopens to the
   // batches whose records are whole.
-  temp_folder dir;
+  test::temp_folder dir("durability-test");
   std::vector<std::vector<entry>> states;  // after each batch
   std::vector<std::uint64_t> ends;         // log size after each batch
   {
@@ -272,14 +230,14 @@ TEST(Durability, TornTailIsCutAtTheLastWholeBatch) {
       }
     }
     tandem::index idx(durable(dir.path()));
-    EXPECT_TRUE(same(contents(idx), states[b - 1])) << "cut at " << cut << " in record " << b;
+    EXPECT_TRUE(contents(idx) == states[b - 1]) << "cut at " << cut << " in record " << b;
     EXPECT_EQ(fs::file_size(log), ends[b - 1]);
     idx.verify();
   }
 }
 
 TEST(Durability, SecondIndexOnTheFolderIsRefused) {
-  temp_folder dir;
+  test::temp_folder dir("durability-test");
   tandem::index first(durable(dir.path()));
   try {
     tandem::index second(durable(dir.path()));
@@ -293,7 +251,7 @@ TEST(Durability, SecondIndexOnTheFolderIsRefused) {
 }
 
 TEST(Durability, CorruptCheckpointIsRefusedNamingTheFile) {
-  temp_folder dir;
+  test::temp_folder dir("durability-test");
   {
     tandem::index idx(durable(dir.path()));
     std::vector<entry> pairs;
@@ -333,7 +291,7 @@ TEST(Durability, FailedRecordRefusesWritesUntilACheckpoint) {
   // pass it: that batch fails (its writes stay in memory), later batches
   // with writes are refused without running, reads go on; a checkpoint
   // (the snapshot is written after the limit is lifted) starts a fresh log.
-  temp_folder dir;
+  test::temp_folder dir("durability-test");
   index_model model;
   auto owned = std::make_unique<tandem::index>(durable(dir.path(), log_sync::batch, 2));
   tandem::index& idx = *owned;
@@ -377,7 +335,7 @@ TEST(Durability, FailedRecordRefusesWritesUntilACheckpoint) {
   // log the batch after.
   owned.reset();
   tandem::index reopened(durable(dir.path()));
-  EXPECT_TRUE(same(contents(reopened), as_entries(model.data)));
+  EXPECT_TRUE(contents(reopened) == as_entries(model.data));
   EXPECT_EQ(reopened.stats().replayed_batches, 1u);
 }
 
@@ -389,7 +347,7 @@ TEST(GpuDurability, GpuRoutedWritesAreLoggedAndReplayed) {
   if (report.devices.empty()) GTEST_SKIP() << "no usable GPU: " << report.reason;
   for (const double share : {1.0, 0.5}) {
     SCOPED_TRACE("share " + std::to_string(share));
-    temp_folder dir;
+    test::temp_folder dir("durability-test");
     index_model model;
     test::key_source keys(test::key_pattern::edges, 400000, 21);
     config c = durable(dir.path(), log_sync::group, 8);
@@ -414,11 +372,11 @@ TEST(GpuDurability, GpuRoutedWritesAreLoggedAndReplayed) {
     {
       tandem::index idx(c);
       EXPECT_EQ(idx.stats().replayed_batches, 12u);
-      EXPECT_TRUE(same(contents(idx), as_entries(model.data)));
+      EXPECT_TRUE(contents(idx) == as_entries(model.data));
       idx.verify();
     }
     tandem::index cpu(durable(dir.path()));
-    EXPECT_TRUE(same(contents(cpu), as_entries(model.data)));
+    EXPECT_TRUE(contents(cpu) == as_entries(model.data));
   }
 }
 
@@ -483,7 +441,7 @@ std::uint64_t run_and_kill(const std::string& dir, std::uint64_t seed, std::uint
 void crash_test(log_sync policy, int kills, std::uint64_t seed) {
   if (const char* env = std::getenv("TANDEM_CRASH_KILLS")) kills = std::atoi(env);
   ASSERT_TRUE(fs::exists(crash_writer_path())) << crash_writer_path() << " is missing (build tandem_crash_writer)";
-  temp_folder dir;
+  test::temp_folder dir("durability-test");
   index_model model;
   std::mt19937_64 rng(seed);
   std::uint64_t total_acknowledged = 0, total_extra = 0;
@@ -496,11 +454,11 @@ void crash_test(log_sync policy, int kills, std::uint64_t seed) {
     // The reopened index holds the acknowledged batches and maybe some of
     // those in flight, in order.
     std::uint64_t extra = 0;
-    while (!same(got, as_entries(model.data)) && extra <= test::crash_in_flight) {
+    while (got != as_entries(model.data) && extra <= test::crash_in_flight) {
       apply(model, test::crash_batch(seed, static_cast<std::uint64_t>(g), acked + extra));
       ++extra;
     }
-    ASSERT_TRUE(same(got, as_entries(model.data)))
+    ASSERT_TRUE(got == as_entries(model.data))
         << "kill " << g << ": the reopened index is not the " << acked
         << " acknowledged batches plus a prefix of the next " << test::crash_in_flight;
     idx.verify();

@@ -14,6 +14,7 @@
 #include <tandem/scheduler/testing.hpp>
 #include <tandem/tandem.hpp>
 
+#include "support/contents.hpp"
 #include "support/model.hpp"
 
 #include <gtest/gtest.h>
@@ -31,6 +32,8 @@ namespace {
 
 using namespace tandem;
 using tandem::detail::index_access;
+using test::as_entries;
+using test::contents;
 
 /// Disarms the allocation fault when a test ends, whatever happens in it.
 struct disarm_at_exit {
@@ -44,23 +47,6 @@ bool have_gpu(std::string& why) {
   const auto report = device::query_devices();
   why = report.reason;
   return !report.devices.empty();
-}
-
-/// Every pair of the index, in key order.
-std::vector<entry> contents(tandem::index& idx) {
-  batch b;
-  b.scan(min_key, max_key, max_scan_limit);
-  const batch_result r = idx.execute(std::move(b));
-  EXPECT_TRUE(r.ok(0)) << r.error(0);
-  const entry_span s = r.scan(0);
-  return {s.begin(), s.end()};
-}
-
-std::vector<entry> as_entries(const std::map<key_type, value_type>& m) {
-  std::vector<entry> v;
-  v.reserve(m.size());
-  for (const auto& [k, x] : m) v.push_back({k, x});
-  return v;
 }
 
 /// The loaded pairs: `n` keys 1000 apart, the last one UINT64_MAX.

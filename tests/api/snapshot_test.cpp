@@ -8,6 +8,7 @@
 // tests/host/snapshot_file_test.cpp; the fuzz preset fuzzes its reader.
 #include <tandem/tandem.hpp>
 
+#include "support/contents.hpp"
 #include "support/model.hpp"
 
 #include <gtest/gtest.h>
@@ -25,43 +26,9 @@
 namespace {
 
 using namespace tandem;
+using test::as_entries;
+using test::contents;
 namespace fs = std::filesystem;
-
-/// A fresh folder under the system's temporary folder, removed at the end.
-class temp_folder {
- public:
-  temp_folder() {
-    path_ = fs::temp_directory_path() / ("tandem-snapshot-test-" + std::to_string(::getpid()) + "-" +
-                                         std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~temp_folder() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  temp_folder(const temp_folder&) = delete;
-  temp_folder& operator=(const temp_folder&) = delete;
-  [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-  static inline int counter_ = 0;
-};
-
-/// Every pair of the index, in key order.
-std::vector<entry> contents(tandem::index& idx) {
-  batch b;
-  b.scan(min_key, max_key, max_scan_limit);
-  const batch_result r = idx.execute(std::move(b));
-  EXPECT_TRUE(r.ok(0)) << r.error(0);
-  return {r.scan(0).begin(), r.scan(0).end()};
-}
-
-std::vector<entry> as_entries(const std::map<key_type, value_type>& m) {
-  std::vector<entry> v;
-  for (const auto& [k, x] : m) v.push_back({k, x});
-  return v;
-}
 
 config with(int fanout, double fill, std::size_t threads) {
   config c;
@@ -73,7 +40,7 @@ config with(int fanout, double fill, std::size_t threads) {
 }
 
 TEST(Snapshot, RoundTripsOverFanoutsFillsAndConfigs) {
-  temp_folder dir;
+  test::temp_folder dir("snapshot-test");
   std::mt19937_64 rng(3);
   for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{1000}, std::size_t{70'000}}) {
     std::vector<entry> pairs;
@@ -102,7 +69,7 @@ TEST(Snapshot, HoldsTheStateAtOnePlaceInQueueOrder) {
   // them from another: the snapshot holds exactly the model's state after
   // some prefix of the batches (at least those that completed before the
   // save was called), and every batch answers as the model does.
-  temp_folder dir;
+  test::temp_folder dir("snapshot-test");
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
     tandem::index idx(with(32, 0.75, 4));
@@ -164,7 +131,7 @@ TEST(Snapshot, HoldsTheStateAtOnePlaceInQueueOrder) {
 TEST(Snapshot, SaveWaitsForNothingOfItsOwnAndGetsRunBesideIt) {
   // Gets submitted while saves run are answered; puts queued after a save
   // see its effect only once it is done (the file holds the state before).
-  temp_folder dir;
+  test::temp_folder dir("snapshot-test");
   tandem::index idx(with(32, 0.75, 8));
   std::vector<entry> pairs;
   for (key_type k = 0; k < 300'000; ++k) pairs.push_back({k * 3, k});
@@ -188,7 +155,7 @@ TEST(Snapshot, SaveWaitsForNothingOfItsOwnAndGetsRunBesideIt) {
 }
 
 TEST(Snapshot, BadFilesAreRefusedAndTheIndexIsLeftAsItWas) {
-  temp_folder dir;
+  test::temp_folder dir("snapshot-test");
   tandem::index idx(with(32, 0.75, 2));
   std::vector<entry> pairs;
   for (key_type k = 0; k < 5'000; ++k) pairs.push_back({k * 11, k});
