@@ -379,7 +379,7 @@ void index::impl::dispatch() {
   // log record being written (the tasks keep their failures in the batch).
   prepared* pending = nullptr;
   auto pending_done = [&] {
-    return (!pending->gpu_scatter || scatter_->idle()) && (!pending->logging || logger_->idle()) &&
+    return (!pending->scattering || scatter_->idle()) && (!pending->logging || logger_->idle()) &&
            (pending->log_sequence == 0 || durable(*pending));
   };
   // The logger is free for the next record once the pending one's is written.
@@ -390,11 +390,18 @@ void index::impl::dispatch() {
   };
   auto deliver_pending = [&] {
     if (!pending) return;
-    if (pending->gpu_scatter) scatter_->wait();
+    if (pending->scattering) scatter_->wait();
     logger_free();
     wait_durable(*pending);
     deliver(*pending);
     pending = nullptr;
+  };
+  // A slot is reused every pipeline_depth batches; batches handed to reader
+  // tasks go on past a pending one, whose slot must not be taken while it
+  // waits.
+  auto take = [&](job* j) {
+    if (pending == &slots_[next_slot_]) deliver_pending();
+    return take_slot(j);
   };
   for (;;) {
     if (!ready) {
@@ -425,7 +432,7 @@ void index::impl::dispatch() {
         continue;
       }
       j = gather(j);
-      ready = take_slot(j);
+      ready = take(j);
       const serial_scope serial(is_small(*j));
       prepare(*ready);
     }
@@ -440,7 +447,7 @@ void index::impl::dispatch() {
     if (job* j2 = take_next()) {
       if (j2->type == job::kind::batch) {
         j2 = gather(j2);
-        next = take_slot(j2);
+        next = take(j2);
         next_small = is_small(*j2);
         if (!next_small) lookahead_->start([this, next] { prepare(*next); });
       } else {
@@ -466,8 +473,11 @@ void index::impl::dispatch() {
       }
     }
     deliver_pending();  // the previous batch, in order
-    if (ready->gpu_scatter) scatter_->start([this, p = ready] { scatter_on_gpu(*p); });
-    if (ready->gpu_scatter || ready->logging || ready->log_sequence != 0) {
+    if (ready->gpu_scatter) {
+      ready->scattering = true;
+      scatter_->start([this, p = ready] { scatter_on_gpu(*p); });
+    }
+    if (ready->scattering || ready->logging || ready->log_sequence != 0) {
       pending = ready;
     } else {
       deliver(*ready);

@@ -219,6 +219,7 @@ struct prepared {
   std::exception_ptr failure;
   bool log_gathered = false;  // its write ops are in space->log_* (gather_log_ops)
   bool logging = false;  // its redo log record is being written (logger thread)
+  bool scattering = false;  // its GPU scatter task was started (the task may clear gpu_scatter)
   /// log_sync::batch: its record's sequence number, until a sync covers it
   /// (the answer waits); 0: nothing to wait for.
   std::uint64_t log_sequence = 0;
@@ -250,6 +251,7 @@ struct prepared {
     failure = nullptr;
     log_gathered = false;
     logging = false;
+    scattering = false;
     log_sequence = 0;
     log_failure = nullptr;
   }
@@ -440,7 +442,7 @@ class index::impl {
   void gather_log_ops(prepared& p);
   /// Refuses a batch with writes while the log is failed (p.failure).
   /// @return whether it was refused
-  bool refuse_if_log_failed(prepared& p) const;
+  bool refuse_if_log_failed(prepared& p) noexcept;
   /// Appends the batch's write ops to the log as one record and writes it
   /// to the OS; under log_sync::batch its answer then waits for the syncer
   /// (p.log_sequence). A failure goes to p.log_failure and fails the log.
@@ -461,8 +463,10 @@ class index::impl {
   void resume_syncer();
   void stop_syncer() noexcept;
   /// Fails the log: batches with writes are refused until a checkpoint.
-  void fail_log(const std::string& why);
-  static std::exception_ptr unlogged_batch_error(std::uint64_t sequence, const std::string& why);
+  void fail_log(const std::string& why) noexcept;
+  /// The error of batch `sequence`, applied but not durable, for `why`
+  /// (null: the log's failure).
+  std::exception_ptr unlogged_batch_error(std::uint64_t sequence, const char* why) const noexcept;
   /// After a snapshot at `sequence` in the checkpoint file: drops the
   /// records it covers, reopening the log when it had failed. Dispatcher
   /// thread, no record being written.
@@ -697,8 +701,14 @@ class index::impl {
   /// A record could not be written (or synced): batches with writes are
   /// refused, with log_failure_, until a checkpoint succeeds.
   std::atomic<bool> log_failed_{false};
-  mutable std::mutex log_failure_mutex_;  // guards log_failure_
+  mutable std::mutex log_failure_mutex_;  // guards log_failure_ and lost_before_
   std::string log_failure_;
+  /// Batches with writes that ran (or are running): every sequence number
+  /// below this (dispatcher; read by fail_log on any thread).
+  std::atomic<std::uint64_t> applied_through_{0};
+  /// At the failure, applied_through_: a checkpoint ends the failure only
+  /// when its snapshot holds every batch below it.
+  std::uint64_t lost_before_ = 0;
   [[nodiscard]] std::string log_failure() const {
     std::lock_guard<std::mutex> lock(log_failure_mutex_);
     return log_failure_;

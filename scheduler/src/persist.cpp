@@ -29,6 +29,8 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include <algorithm>
 #include <deque>
 #include <numeric>
@@ -190,29 +192,47 @@ void index::impl::gather_log_ops(prepared& p) {
   p.log_gathered = true;
 }
 
-bool index::impl::refuse_if_log_failed(prepared& p) const {
-  if (cfg_.storage_dir.empty() || !log_failed_.load(std::memory_order_acquire) || write_ops(p) == 0) return false;
-  p.failure = std::make_exception_ptr(error(log_failure() + "; this batch did not run"));
+bool index::impl::refuse_if_log_failed(prepared& p) noexcept {
+  if (cfg_.storage_dir.empty() || write_ops(p) == 0) return false;
+  // Counted before the flag is read, as fail_log sets the flag before it
+  // reads the count: a batch that runs is counted in what a failure may
+  // have lost (or refused).
+  const std::uint64_t through = p.sequence + (p.j->members.empty() ? 1 : p.j->members.size());
+  if (through > applied_through_.load()) applied_through_.store(through);
+  if (!log_failed_.load()) return false;
+  try {
+    p.failure = std::make_exception_ptr(error(log_failure() + "; this batch did not run"));
+  } catch (...) {  // no memory for the message
+    p.failure = std::current_exception();
+  }
   return true;
 }
 
-void index::impl::fail_log(const std::string& why) {
+void index::impl::fail_log(const std::string& why) noexcept {
   {
     std::lock_guard<std::mutex> lock(log_failure_mutex_);
     if (log_failed_.load(std::memory_order_relaxed)) return;  // the first reason stands
-    log_failure_ = "tandem::index: the redo log in " + cfg_.storage_dir + " failed (" + why +
-                   "): batches with writes are refused until index::checkpoint() succeeds";
-    log_failed_.store(true, std::memory_order_release);
+    try {
+      log_failure_ = "tandem::index: the redo log in " + cfg_.storage_dir + " failed (" + why +
+                     "): batches with writes are refused until index::checkpoint() succeeds";
+    } catch (...) {  // no memory for the message: the flag still stands
+      log_failure_.clear();
+    }
+    log_failed_.store(true);
+    // Every batch that applied writes, or may still, is below this; a
+    // checkpoint whose snapshot holds them all ends the failure.
+    lost_before_ = applied_through_.load();
   }
   { std::lock_guard<std::mutex> lock(sync_mutex_); }
   durable_cv_.notify_all();  // deliveries waiting for a sync give up
 }
 
-std::exception_ptr index::impl::unlogged_batch_error(std::uint64_t sequence, const std::string& why) {
+std::exception_ptr index::impl::unlogged_batch_error(std::uint64_t sequence, const char* why) const noexcept {
   try {
+    const std::string reason = why != nullptr ? std::string(why) : log_failure();
     return std::make_exception_ptr(
         error("tandem::index: batch " + std::to_string(sequence) +
-              " was applied, but its redo log record could not be made durable, so a crash may lose it (" + why +
+              " was applied, but its redo log record could not be made durable, so a crash may lose it (" + reason +
               "); batches with writes are refused until index::checkpoint() succeeds"));
   } catch (...) {  // no memory for the message
     return std::current_exception();
@@ -222,7 +242,7 @@ std::exception_ptr index::impl::unlogged_batch_error(std::uint64_t sequence, con
 void index::impl::write_log(prepared& p) {
   const std::uint64_t sequence = p.sequence + (p.j->members.empty() ? 1 : p.j->members.size());
   try {
-    if (log_failed_.load(std::memory_order_acquire) || !log_) throw error(log_failure());
+    if (log_failed_.load(std::memory_order_acquire) || !log_) throw error("the log failed before this batch's record");
     const batch& b = p.j->ops;
     if (p.log_gathered) {
       const route_space& sp = *p.space;
@@ -268,7 +288,7 @@ void index::impl::wait_durable(prepared& p) {
       return;
     }
   }
-  p.log_failure = unlogged_batch_error(p.log_sequence - 1, log_failure());
+  p.log_failure = unlogged_batch_error(p.log_sequence - 1, nullptr);
   p.log_sequence = 0;
 }
 
@@ -285,7 +305,11 @@ void index::impl::sync_loop() {
     });
     if (sync_stop_) return;
     // log_sync::group: one fdatasync a window for what was written in it.
-    if (group && sync_wake_.wait_until(lock, last + window, [&] { return sync_stop_ || sync_paused_; })) continue;
+    if (group) {
+      sync_wake_.wait_until(lock, last + window, [&] { return sync_stop_ || sync_paused_; });
+      // A pause may have come and gone (reset_log): look again.
+      if (sync_stop_ || sync_paused_ || log_failed_.load() || written_sequence_ <= durable_sequence_) continue;
+    }
     const std::uint64_t target = written_sequence_;
     sync_busy_ = true;
     lock.unlock();
@@ -294,10 +318,7 @@ void index::impl::sync_loop() {
       log_->sync_written();
       synced = true;
     } catch (const std::exception& e) {
-      try {
-        fail_log(e.what());
-      } catch (...) {
-      }
+      fail_log(e.what());
     }
     last = clock_type::now();
     lock.lock();
@@ -340,10 +361,22 @@ void index::impl::reset_log(std::uint64_t sequence) {
     impl* self;
     ~resume() { self->resume_syncer(); }
   } const resumed{this};
-  if (log_failed_.load(std::memory_order_acquire) || !log_) {
-    // The snapshot holds everything the failed records would have: start a
-    // log afresh (the failed one may have lost unsynced pages).
+  if (log_failed_.load() || !log_) {
+    {
+      std::lock_guard<std::mutex> lock(log_failure_mutex_);
+      if (sequence < lost_before_) {
+        throw error("tandem::index::checkpoint: the redo log failed while this checkpoint's snapshot was taken, so "
+                    "the snapshot may miss a batch the log lost; batches with writes stay refused: call "
+                    "checkpoint() again");
+      }
+    }
+    // Every batch with a record in the failed log (some may be damaged: the
+    // kernel may have dropped unsynced pages) is in the snapshot: start an
+    // empty log.
     log_.reset();
+    std::error_code ec;
+    const std::filesystem::path file = std::filesystem::path(cfg_.storage_dir) / "redo.log";
+    if (std::filesystem::exists(file, ec)) std::filesystem::resize_file(file, 0);
     log_ = std::make_unique<host::redo_log>(cfg_.storage_dir);
     (void)log_->replay(sequence, nullptr);
   }
@@ -353,7 +386,7 @@ void index::impl::reset_log(std::uint64_t sequence) {
     std::lock_guard<std::mutex> lock(sync_mutex_);
     durable_sequence_ = std::max(durable_sequence_, written_sequence_);
     std::lock_guard<std::mutex> failure(log_failure_mutex_);
-    log_failed_.store(false, std::memory_order_release);
+    log_failed_.store(false);
     log_failure_.clear();
   }
   checkpoints_.fetch_add(1, std::memory_order_relaxed);
