@@ -259,9 +259,12 @@ class index {
   ///        successful checkpoint starts a fresh log and writes are taken
   ///        again. How often to call it is the caller's trade: opening
   ///        replays every record since the last one.
-  /// @throws tandem::error without config.storage_dir, or naming the file
+  /// @throws tandem::error without config.storage_dir; naming the file
   ///         and the reason when the snapshot or the log cannot be written
-  ///         (the previous checkpoint and the log stay valid)
+  ///         (the previous checkpoint and the log stay valid); and when the
+  ///         log failed while the snapshot was being taken (the snapshot may
+  ///         miss a batch the log lost, so writes stay refused: call it
+  ///         again)
   void checkpoint();
 
   /// @brief Waits for every batch queued before it, then checks every
