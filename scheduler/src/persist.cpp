@@ -27,12 +27,9 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 
-#include <sys/stat.h>
-
-#include <filesystem>
-
 #include <algorithm>
 #include <deque>
+#include <filesystem>
 #include <numeric>
 #include <utility>
 
@@ -427,8 +424,7 @@ void index::impl::recover() {
   log_ = std::make_unique<host::redo_log>(cfg_.storage_dir);
   if (cfg_.log_sync_policy != log_sync::none) syncer_ = std::thread([this] { sync_loop(); });
   std::uint64_t from = 0;
-  struct ::stat st {};
-  if (::stat(checkpoint_path().c_str(), &st) == 0) from = open_snapshot(checkpoint_path());
+  if (std::filesystem::exists(checkpoint_path())) from = open_snapshot(checkpoint_path());
   // Each record runs as a batch (queued ones fold, as a client's would); a
   // window of them in flight.
   constexpr std::size_t window = 64;
