@@ -345,6 +345,12 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(CLI::IsMember({"future", "spin"}))
       ->type_name("HOW")
       ->capture_default_str();
+  app.add_option("--latency-api", opt.latency_api,
+                 "--sweep latency: how a tandem client asks: batch (a batch of B ops, submitted) or point (B calls "
+                 "of the one-key API, index::get and index::put, one after another; timed together)")
+      ->check(CLI::IsMember({"batch", "point"}))
+      ->type_name("API")
+      ->capture_default_str();
   app.add_option("--snapshot-path", opt.snapshot_path,
                  "-w save: the snapshot file (its folder also gets the plain file of the comparison; both are removed "
                  "at the end)")

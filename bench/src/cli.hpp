@@ -59,6 +59,7 @@ struct options {
   std::string storage_dir = "tandem-bench-storage";  ///< --log-sync: the index's storage folder
   double latency_seconds = 1.0;                                  ///< --sweep latency: seconds a point and system
   std::string latency_wait = "future";                           ///< --sweep latency: future | spin
+  std::string latency_api = "batch";                             ///< --sweep latency: batch | point
   std::string warmup = "auto";
   std::string plot;
   std::string plot_csv;

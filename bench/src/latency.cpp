@@ -124,12 +124,15 @@ std::vector<json> run_latency_sweep(tandem::index& idx, baseline* absl, const da
     throw std::invalid_argument("--latency-wait: 'future' or 'spin', got '" + opt.latency_wait + "'");
   }
   const bool spin = opt.latency_wait == "spin";
+  const bool point = opt.latency_api == "point";
   constexpr std::size_t batches_per_client = 16;
 
   std::printf("\nlatency: closed loop, K clients each keeping one batch of B ops in flight, %.2f s a point; "
               "microseconds from submit to answer, percentiles over every batch of the point; tandem clients %s\n",
               seconds,
-              spin ? "submit with a callback and spin until it has run" : "submit and wait on the future");
+              point ? "call the one-key API once an op (index::get, index::put)"
+              : spin ? "submit with a callback and spin until it has run"
+                     : "submit and wait on the future");
   std::printf("%-8s %7s %7s %9s %10s %10s %10s %10s %10s\n", "system", "clients", "batch", "batches", "p50 us",
               "p99 us", "p99.9 us", "max us", "M ops/s");
   std::vector<json> rows;
@@ -160,9 +163,10 @@ std::vector<json> run_latency_sweep(tandem::index& idx, baseline* absl, const da
         j["max_us"] = f.samples.empty() ? 0.0 : f.samples.back() * 1e6;
         j["ops_per_s"] = f.seconds > 0 ? static_cast<double>(f.ops) / f.seconds : 0.0;
         j["device_used"] = idx.stats().device;
-        j["wait"] = system == "tandem" ? opt.latency_wait : "answers on the client thread";
+        j["wait"] = system == "tandem" ? (point ? "point" : opt.latency_wait) : "answers on the client thread";
+        j["api"] = system == "tandem" ? opt.latency_api : "batch";
         std::string on_caller;
-        if (system == "tandem") {
+        if (system == "tandem" && !point) {
           j["batches_on_caller"] = caller;
           if (batches != 0) on_caller = "  (" + std::to_string(100 * caller / batches) + "% answered on the caller)";
         }
@@ -181,7 +185,19 @@ std::vector<json> run_latency_sweep(tandem::index& idx, baseline* absl, const da
         const tandem::stats after = idx.stats();
         report("tandem", f, after.caller_batches - before.caller_batches, after.batches - before.batches);
       };
-      if (spin) {  // the callback form, the client spinning on a flag the callback sets
+      if (point) {  // one call of the one-key API an op; reads on the client thread
+        tandem_point([&](std::size_t c, std::size_t i) {
+          std::uint64_t seen = 0;
+          for (const tandem::op& o : ops[c][i % batches_per_client]) {
+            if (o.type == tandem::op_type::put) {
+              seen += idx.put(o.key, o.arg).value_or(0);
+            } else {
+              seen += idx.get(o.key).value_or(0);
+            }
+          }
+          return ops[c][i % batches_per_client].size() + (seen & 0);  // each answer is read
+        });
+      } else if (spin) {  // the callback form, the client spinning on a flag the callback sets
         tandem_point([&](std::size_t c, std::size_t) {
           std::atomic<bool> done{false};
           std::size_t answered = 0;

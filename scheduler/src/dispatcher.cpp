@@ -142,6 +142,7 @@ index::impl::~impl() {
   }
   wake_.notify_one();
   dispatcher_.join();
+  gate_.close();  // point reads under way finish; later ones are refused
   if (saver_.joinable()) saver_.join();
   stop_syncer();
   // Every answered batch's record is in the OS; closing makes them durable
@@ -166,10 +167,19 @@ void index::impl::enqueue(std::unique_ptr<job> j) {
   }
   j->submitted = clock_type::now();
   if (run_on_caller(j)) return;
+  j->writes = may_write(*j) ? 1 : 0;
   queued_.fetch_add(1, std::memory_order_acq_rel);
-  if (!queue_.push(j.get())) {  // fails only when a queue node cannot be allocated
-    queued_.fetch_sub(1, std::memory_order_acq_rel);
-    throw std::bad_alloc();
+  {
+    // Writes enter the queue in the order they are counted (under one
+    // lock), so a reader that finds as many done as it saw counted finds
+    // every write counted before it done (reader_gate).
+    std::unique_lock<std::mutex> counted_in_order(write_order_, std::defer_lock);
+    if (j->writes != 0) counted_in_order.lock();
+    if (!queue_.push(j.get())) {  // fails only when a queue node cannot be allocated
+      queued_.fetch_sub(1, std::memory_order_acq_rel);
+      throw std::bad_alloc();
+    }
+    if (j->writes != 0) gate_.write_submitted();
   }
   j.release();
   { std::lock_guard<std::mutex> lock(mutex_); }
@@ -217,96 +227,128 @@ bool index::impl::inject_gpu_fault(device::stage s, int count) {
   return true;
 }
 
+bool index::impl::may_write(const job& j) noexcept {
+  if (j.type == job::kind::save) return false;
+  if (j.type != job::kind::batch) return true;
+  // Past this many ops a batch counts as a write unread: the pass over its
+  // types would cost its submitter more than readers gain.
+  constexpr std::size_t classified_ops = std::size_t{1} << 20;
+  const std::size_t n = j.ops.size();
+  if (n > classified_ops) return true;
+  const op_type* t = j.ops.types();
+  bool writes = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    writes |= t[i] == op_type::put || t[i] == op_type::insert || t[i] == op_type::erase;
+  }
+  return writes;
+}
+
 bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
   if (!cfg_.caller_runs || cfg_.verify_each_batch || j->type != job::kind::batch || j->done) return false;
   const std::size_t n = j->ops.size();
   if (n == 0 || n > cfg_.small_batch_ops || n > cfg_.direct_get_ops || !j->ops.scans().empty()) return false;
   const op_type* types = j->ops.types();
+  const key_type* keys = j->ops.keys();
+  const std::uint64_t* args = j->ops.args();
+  bool gets_only = true;
   for (std::size_t i = 0; i < n; ++i) {
-    if (types[i] != op_type::get) return false;
+    if (types[i] == op_type::get) continue;
+    gets_only = false;
+    if (types[i] == op_type::lower_bound || (types[i] == op_type::count && keys[i] <= args[i])) continue;
+    return false;  // writes, and counts that fail validation, go through the queue
   }
-  // Only while nothing else runs: no batch queued, no reader (another
-  // caller's, or a reader task of the workers). Beside others a caller that
-  // loses its core to them waits for it, where a client blocked on its
-  // future is woken with a sleeper's priority (the tail of 16 clients of
-  // 64 gets grew 2.4 to 11 times at p99.9 on 16 cores).
-  if (queued_.load(std::memory_order_acquire) != 0 || readers_running_.load(std::memory_order_acquire) != 0) {
-    return false;
-  }
-  bool free = true;
-  if (!idle_.compare_exchange_strong(free, false, std::memory_order_acq_rel)) return false;
-  // A batch queued before the baton was taken runs first: this one queues
-  // behind it.
-  if (queued_.load(std::memory_order_acquire) != 0) {
-    idle_.store(true, std::memory_order_release);
-    return false;
-  }
-  // Its place in queue order; then it runs as a reader (a batch that may
-  // write waits for it), so the baton is free again at once: a caller that
-  // loses its core meanwhile holds up no other batch of gets.
-  const std::uint64_t sequence = sequence_++;
-  readers_running_.fetch_add(1, std::memory_order_acq_rel);
-  caller_runs_.fetch_add(1, std::memory_order_relaxed);
-  idle_.store(true, std::memory_order_release);
-  prepared p;
-  p.reset(j.release(), nullptr);
-  p.sequence = sequence;
-  p.on_caller = true;
-  p.direct = true;
-  p.gets_only = true;
+  // Not beside the index's reader tasks: a caller that loses its core to
+  // them waits for it, where a client blocked on its future is woken with
+  // a sleeper's priority (the tail of 16 clients of 64 gets grew 2.4 to 11
+  // times at p99.9 on 16 cores).
+  if (readers_running_.load(std::memory_order_acquire) != 0) return false;
+  scheduler::reader_gate::slot& slot = gate_.mine();
+  if (!gate_.try_enter(slot, gate_.ticket())) return false;  // a write ahead of it: it queues behind
+  const std::uint64_t sequence = gate_.sequence();
+  batch_result result;
+  std::exception_ptr failure;
   try {
-    // Every stage on this thread, no arena: n <= small_batch_ops gets need
-    // no check (validate's) and fit one step of get_directly.
-    p.version = layout_snapshot();
-    p.columns = answers_->take(n);
-    std::fill(p.columns->status, p.columns->status + n, op_status::ok);
-    p.info.ops_by_type[static_cast<std::size_t>(op_type::get)] = n;
-    p.bytes.validate = n * (sizeof(op_type) + sizeof(op_status));
-    get_directly(p);
+    // Every stage on this thread, no arena, no stats lock: the answers go
+    // straight into the result's columns.
+    std::shared_ptr<tandem::detail::answer_columns> columns = answers_->take(n);
+    std::fill(columns->status, columns->status + n, op_status::ok);
+    const inner_layout& l = *layout_;  // no write runs while this reader is in
+    tandem::detail::column<key_type> result_keys = j->ops.take_keys();
+    if (gets_only) {
+      (void)answer_gets(l, result_keys.data(), n, columns->values, columns->found, false);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        const key_type key = result_keys[i];
+        value_type value = 0;
+        bool found = false;
+        if (types[i] == op_type::get) {
+          std::uint8_t f = 0;
+          (void)answer_gets(l, &key, 1, &value, &f, false);
+          found = f != 0;
+        } else if (types[i] == op_type::lower_bound) {
+          const std::optional<entry> e = lower_bound_on(l, key);
+          found = e.has_value();
+          value = found ? e->value : 0;
+          result_keys[i] = found ? e->key : 0;
+        } else {
+          value = count_on(l, key, args[i]);
+          found = value != 0;
+        }
+        columns->values[i] = found ? value : 0;
+        columns->found[i] = found ? 1 : 0;
+      }
+    }
+    result = batch_result(std::move(columns), 0, n, std::move(result_keys));
   } catch (...) {
-    p.failure = std::current_exception();
+    failure = std::current_exception();
   }
-  deliver(p);
-  readers_running_.fetch_sub(1, std::memory_order_acq_rel);
+  gate_.leave(slot);
+  std::array<std::uint64_t, op_type_count> by_type{};
+  for (std::size_t i = 0; i < n; ++i) ++by_type[static_cast<std::size_t>(types[i])];
+  slot.batches.fetch_add(1, std::memory_order_relaxed);
+  for (std::size_t t = 0; t < op_type_count; ++t) {
+    if (by_type[t] != 0) slot.ops[t].fetch_add(by_type[t], std::memory_order_relaxed);
+  }
+  result.set_sequence(sequence);
+  finish(*j, std::move(result), failure);
+  j.reset();
   return true;
 }
 
-job* index::impl::pop_with_baton() {
-  if (queued_.load(std::memory_order_acquire) == 0) return nullptr;
-  bool free = true;
-  if (!idle_.compare_exchange_strong(free, false, std::memory_order_acq_rel)) return nullptr;  // a caller runs one
-  if (job* j = try_pop()) return j;
-  idle_.store(true, std::memory_order_release);
-  return nullptr;
+template <class Read>
+auto index::impl::point_read(const char* what, Read&& read) {
+  refuse_on_dispatcher(what);
+  scheduler::reader_gate::slot& slot = gate_.mine();
+  const bool in = gate_.enter(slot, gate_.ticket());
+  if (!in || closing_.load()) {
+    if (in) gate_.leave(slot);  // the last touch: the destructor waits for it
+    throw error(std::string("tandem::index::") + what + " after the index's destruction began");
+  }
+  const auto answer = read(*layout_);  // no write runs while this reader is in
+  slot.point_reads.fetch_add(1, std::memory_order_relaxed);
+  gate_.leave(slot);
+  return answer;
+}
+
+std::optional<value_type> index::impl::point_get(key_type key) {
+  return point_read("get", [&](const inner_layout& l) { return owner(l, key).data.get(key); });
+}
+
+std::optional<entry> index::impl::point_lower_bound(key_type key) {
+  return point_read("lower_bound", [&](const inner_layout& l) { return lower_bound_on(l, key); });
 }
 
 job* index::impl::pop_or_wait() {
-  // Nothing queued, held or in flight: the baton is free until a job comes
-  // (run_on_caller).
-  idle_.store(true, std::memory_order_release);
   // A brief spin first: a client answered a moment ago often submits again
   // within microseconds, and a blocked dispatcher costs a wake-up (tens of
   // microseconds where the core has gone idle).
-  // Callers answering their own batches keep it spinning: while they come,
-  // a batch that finds the baton taken queues, and waits for no wake-up.
-  const auto spin = std::chrono::microseconds(cfg_.dispatcher_spin_us);
-  auto spin_until = clock_type::now() + spin;
-  std::uint64_t callers_seen = caller_runs_.load(std::memory_order_relaxed);
+  const auto spin_until = clock_type::now() + std::chrono::microseconds(cfg_.dispatcher_spin_us);
   do {
-    if (job* j = pop_with_baton()) return j;
+    if (job* j = try_pop()) return j;
     std::this_thread::yield();
-    const std::uint64_t callers = caller_runs_.load(std::memory_order_relaxed);
-    if (callers != callers_seen) {
-      callers_seen = callers;
-      spin_until = clock_type::now() + spin;
-    }
   } while (clock_type::now() < spin_until);
   for (;;) {
-    if (job* j = pop_with_baton()) return j;
-    if (queued_.load(std::memory_order_acquire) != 0) {  // a caller holds the baton for an instant
-      std::this_thread::yield();
-      continue;
-    }
+    if (job* j = try_pop()) return j;
     std::unique_lock<std::mutex> lock(mutex_);
     if (stopping_ && queued_.load(std::memory_order_acquire) == 0) return nullptr;
     wake_.wait(lock, [&] { return stopping_ || queued_.load(std::memory_order_acquire) > 0; });
@@ -363,6 +405,7 @@ job* index::impl::gather(job* first) {
     for (std::size_t m = 0; m < count; ++m) {
       combined->member_begin.push_back(combined->ops.size());
       combined->ops.append(taken[m]->ops);
+      combined->writes += taken[m]->writes;
     }
     combined->member_begin.push_back(total);
     return combined.release();
@@ -427,7 +470,10 @@ void index::impl::dispatch() {
       if (j->type != job::kind::batch) {
         deliver_pending();  // loads and barriers come after every earlier batch
         wait_for_answers();
+        gate_.begin_write();
         run(j);
+        gate_.end_write();
+        gate_.writes_done(j->writes, sequence_);
         delete j;
         continue;
       }
@@ -436,7 +482,12 @@ void index::impl::dispatch() {
       const serial_scope serial(is_small(*j));
       prepare(*ready);
     }
+    // What readers on callers see once its writes are done: its writes,
+    // and the number of the batch after it.
+    const std::uint32_t writes = ready->j->writes;
+    const std::uint64_t after = ready->sequence + (ready->j->members.empty() ? 1 : ready->j->members.size());
     if (ready->direct && launch_reader(*ready)) {
+      gate_.writes_done(writes, after);  // it only reads
       ready = nullptr;  // it runs beside the dispatcher, which takes up the next
       continue;
     }
@@ -454,13 +505,19 @@ void index::impl::dispatch() {
         held_.push_front(j2);
       }
     }
-    if (!ready->direct) wait_for_readers();  // it may write
+    const bool exclusive = !ready->direct;  // it may write
+    if (exclusive) {
+      wait_for_readers();
+      gate_.begin_write();
+    }
     if (pending && pending_done()) deliver_pending();  // no need to keep it waiting
     const bool small = is_small(*ready->j);
     {
       const serial_scope serial(small);
       leaf_stage(*ready);
     }
+    if (exclusive) gate_.end_write();
+    gate_.writes_done(writes, after);
     if (needs_log(*ready)) {
       // Records go in queue order: the previous one is written first (its
       // sync may still run beside this one's write).

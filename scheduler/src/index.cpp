@@ -61,6 +61,31 @@ batch_result index::execute(batch b) {
   return submit(std::move(b)).get();
 }
 
+std::optional<value_type> index::get(key_type key) { return impl_->point_get(key); }
+
+std::optional<entry> index::lower_bound(key_type key) { return impl_->point_lower_bound(key); }
+
+namespace {
+/// The answer of a one-op write batch: found and value of its op.
+batch_result write_one(index& idx, op_type type, key_type key, value_type value) {
+  batch b;
+  b.add({key, value, 0, type, scan_order::ordered});
+  return idx.execute(std::move(b));
+}
+}  // namespace
+
+std::optional<value_type> index::put(key_type key, value_type value) {
+  const batch_result r = write_one(*this, op_type::put, key, value);
+  return r.found(0) ? std::optional<value_type>(r.value(0)) : std::nullopt;
+}
+
+bool index::insert(key_type key, value_type value) { return !write_one(*this, op_type::insert, key, value).found(0); }
+
+std::optional<value_type> index::erase(key_type key) {
+  const batch_result r = write_one(*this, op_type::erase, key, 0);
+  return r.found(0) ? std::optional<value_type>(r.value(0)) : std::nullopt;
+}
+
 std::size_t index::size() const { return impl_->size(); }
 
 void index::set_gpu_share(double share) { impl_->set_share(share); }

@@ -32,6 +32,7 @@
 #include <tandem/scheduler/share_policy.hpp>
 
 #include "batch_memory.hpp"
+#include "reader_gate.hpp"
 #include "worker_thread.hpp"
 
 #include <boost/lockfree/queue.hpp>
@@ -45,6 +46,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -83,6 +85,10 @@ struct job {
   std::promise<void> finished;         // load, barrier
   std::function<void()> barrier_work;  // barrier: runs on the dispatcher
   std::chrono::steady_clock::time_point submitted;  // batch: when it was queued
+  /// Writes it counts as for readers on callers (reader_gate): 1 for a
+  /// load, a barrier or a batch that may write, 0 for a save or a batch of
+  /// reads; a fold, its members' sum.
+  std::uint32_t writes = 0;
   // Group commit: a batch job made of queued batches run as one. `ops` holds
   // theirs back to back; member i owns ops [member_begin[i], member_begin[i + 1]).
   std::vector<job*> members;
@@ -208,7 +214,6 @@ struct prepared {
   routed_batch_view routes;
   bool gets_only = false;
   bool direct = false;  // gets answered directly, not routed (config.direct_get_ops)
-  bool on_caller = false;  // run on the submitting thread (config.caller_runs)
   stage_times times;
   stage_bytes bytes;
   host::leaf_line_count lines;  // sampled point ops and their leaf lines (stats::leaf_lines)
@@ -239,7 +244,6 @@ struct prepared {
     routes = {};
     gets_only = false;
     direct = false;
-    on_caller = false;
     times = {};
     bytes = {};
     lines = {};
@@ -285,6 +289,10 @@ class index::impl {
   void checkpoint();
   void set_share(double share);
   void set_auto_share() { auto_share_.store(true); }
+  /// index::get, contains, lower_bound: answered on the calling thread as a
+  /// reader (reader_gate::enter), after every write submitted before.
+  std::optional<value_type> point_get(key_type key);
+  std::optional<entry> point_lower_bound(key_type key);
   bool inject_gpu_fault(device::stage s, int count);
   tandem::stats snapshot() const;
   void verify_all();
@@ -293,13 +301,21 @@ class index::impl {
   // dispatcher.cpp
   job* pop_or_wait();
   job* try_pop();
-  /// The dispatcher takes the baton back (idle_) and pops a job, or gives
-  /// the baton up again when the queue is empty.
-  job* pop_with_baton();
-  /// config.caller_runs: answers `j` on this thread, as a reader, when it
-  /// is a small batch of gets and the baton is free with nothing queued.
+  /// config.caller_runs: answers `j` on this thread, as a reader beside
+  /// any others, when it is a small batch of gets, lower_bounds and counts
+  /// for a future, no reader task runs, and the writes submitted before it
+  /// are done with none running (reader_gate::try_enter).
   /// @return whether it ran (and `j` is gone).
   bool run_on_caller(std::unique_ptr<job>& j);
+  /// A point read on this thread: waits for the writes submitted before
+  /// it (reader_gate::enter), then read(layout).
+  /// @throws tandem::error on the dispatcher thread (from a callback: the
+  ///         writes it waits for may queue behind the callback), and once
+  ///         the index's destruction has begun
+  template <class Read>
+  auto point_read(const char* what, Read&& read);
+  /// Whether `j` counts as a write for reader_gate (job::writes).
+  static bool may_write(const job& j) noexcept;
   void dispatch();
   void run(job* j);
   prepared* take_slot(job* j);
@@ -369,6 +385,17 @@ class index::impl {
   // leaf_stage.cpp
   void run_leaves(prepared& p, std::uint64_t& split_count);
   void get_directly(prepared& p);
+  /// The gets keys[0, n) on layout `l`, answers to values and found, in a
+  /// software pipeline of chunks (get_directly's core, also run by readers
+  /// on callers). @return the leaf lines of one get in
+  /// host::line_sample_groups, with `sample` (none without)
+  host::leaf_line_count answer_gets(const inner_layout& l, const key_type* keys, std::size_t n, value_type* values,
+                                    std::uint8_t* found, bool sample) const;
+  /// The leaf that owns `key`, found on layout `l` (right links from there).
+  const host::leaf& owner(const inner_layout& l, key_type key) const noexcept;
+  /// One lower_bound or count on layout `l`, on the calling thread.
+  std::optional<entry> lower_bound_on(const inner_layout& l, key_type key) const noexcept;
+  std::uint64_t count_on(const inner_layout& l, key_type lo, key_type hi) const noexcept;
   /// config.verify_each_batch: verify_all after a batch (an invariant_error
   /// fails the batch; no memory for the check does not).
   void verify_if_asked();
@@ -672,15 +699,12 @@ class index::impl {
 
   boost::lockfree::queue<job*> queue_;
   std::atomic<std::size_t> queued_{0};
-  /// The baton: whoever holds it takes up the next batch. The dispatcher
-  /// holds it from the job it pops until it waits again with nothing
-  /// queued, held or in flight (readers may still run: they only read);
-  /// then it is free (true), and a submitting thread may take it for an
-  /// instant to give a small batch of gets the next sequence number and
-  /// answer it as a reader (run_on_caller). The dispatcher takes it back
-  /// before it pops, so batches are taken up in queue order either way.
-  std::atomic<bool> idle_{false};
-  std::atomic<std::uint64_t> caller_runs_{0};  // batches answered on their callers so far
+  /// Readers on callers' threads (run_on_caller, point reads): they enter
+  /// while no write runs and the writes submitted before them are done;
+  /// the dispatcher raises it around everything that changes leaves, leaf
+  /// table or layout (begin_write / end_write), and counts the writes done.
+  scheduler::reader_gate gate_;
+  std::mutex write_order_;  // writes enter the queue and are counted under it (enqueue)
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -140,12 +140,32 @@ void index::impl::get_directly(prepared& p) {
   make_member_results(p);
   const auto t0 = clock_type::now();
   const std::size_t n = p.n;
-  const inner_layout_view v = p.version->view();
-  const leaf_id* ids = p.version->leaf_ids().data();
+  const inner_layout& l = *p.version;
   const key_type* keys = p.j->ops.keys();
-  const host::leaf_store& store = store_;
   value_type* values = p.columns->values;
   std::uint8_t* found = p.columns->found;
+  constexpr std::size_t grain = 64;
+  if (n <= grain) {
+    p.lines = answer_gets(l, keys, n, values, found, true);
+  } else {
+    p.lines = tbb::parallel_reduce(
+        tbb::blocked_range<std::size_t>(0, n, grain), host::leaf_line_count{},
+        [&](const tbb::blocked_range<std::size_t>& r, host::leaf_line_count sum) {
+          return sum + answer_gets(l, keys + r.begin(), r.size(), values + r.begin(), found + r.begin(), true);
+        },
+        std::plus<>());
+  }
+  p.result_keys = p.j->ops.take_keys();
+  p.times.leaf = seconds_since(t0);
+  p.bytes.leaf = n * (sizeof(key_type) + sizeof(value_type) + 1);
+  verify_if_asked();
+}
+
+host::leaf_line_count index::impl::answer_gets(const inner_layout& l, const key_type* keys, std::size_t n,
+                                               value_type* values, std::uint8_t* found, bool sample) const {
+  const inner_layout_view v = l.view();
+  const leaf_id* ids = l.leaf_ids().data();
+  const host::leaf_store& store = store_;
   // Chunks of gets in a software pipeline, each chunk one step further every
   // round, so that a step's cache misses (started by the step before, a
   // round earlier) have arrived when it runs:
@@ -162,7 +182,7 @@ void index::impl::get_directly(prepared& p) {
   //      line), write the answer in batch order.
   // A get thus reads about four lines of its leaf. A route on an older
   // layout version reaches the leaf that owns its key by right links.
-  const leaf_radix_view rx = p.version->radix();
+  const leaf_radix_view rx = l.radix();
   const bool by_radix = rx.buckets != 0;
   const std::size_t to_leaf = by_radix ? 2 : static_cast<std::size_t>(v.height);  // steps to the leaf
   const std::size_t steps = to_leaf + 3;
@@ -171,87 +191,95 @@ void index::impl::get_directly(prepared& p) {
     throw std::length_error("tandem::index: the direct get path takes inner layouts up to height " +
                             std::to_string(max_steps - 3) + ", not " + std::to_string(v.height));
   }
-  const auto answer = [&](std::size_t begin, std::size_t end) {
-    constexpr std::size_t chunk = 16;
-    struct lane {
-      std::uint32_t at[chunk];
-      std::uint32_t block[chunk];
-      const host::leaf* leaf[chunk];  // once found: no arena lookup a step
-      host::bpa::slot s[chunk];
-    } lanes[max_steps];
-    const std::size_t chunks = (end - begin + chunk - 1) / chunk;
-    for (std::size_t round = 0; round < chunks + steps - 1; ++round) {
-      for (std::size_t step = steps; step-- > 0;) {
-        if (round < step || round - step >= chunks) continue;
-        const std::size_t c = begin + (round - step) * chunk;
-        const std::size_t m = std::min(chunk, end - c);
-        const key_type* k = keys + c;
-        lane& l = lanes[(round - step) % steps];
-        if (by_radix && step < to_leaf) {
-          if (step == 0) {
-            for (std::size_t i = 0; i < m; ++i) {
-              if (const radix_bucket* e = rx.bucket_of(k[i])) TANDEM_PREFETCH(e);
-            }
-          } else {
-            for (std::size_t i = 0; i < m; ++i) {
-              l.leaf[i] = &store[rx.leaf_of(k[i])];
-              l.leaf[i]->prefetch_first_line();
-            }
+  constexpr std::size_t chunk = 16;
+  struct lane {
+    std::uint32_t at[chunk];
+    std::uint32_t block[chunk];
+    const host::leaf* leaf[chunk];  // once found: no arena lookup a step
+    host::bpa::slot s[chunk];
+  } lanes[max_steps];
+  const std::size_t chunks = (n + chunk - 1) / chunk;
+  for (std::size_t round = 0; round < chunks + steps - 1; ++round) {
+    for (std::size_t step = steps; step-- > 0;) {
+      if (round < step || round - step >= chunks) continue;
+      const std::size_t c = (round - step) * chunk;
+      const std::size_t m = std::min(chunk, n - c);
+      const key_type* k = keys + c;
+      lane& ln = lanes[(round - step) % steps];
+      if (by_radix && step < to_leaf) {
+        if (step == 0) {
+          for (std::size_t i = 0; i < m; ++i) {
+            if (const radix_bucket* e = rx.bucket_of(k[i])) TANDEM_PREFETCH(e);
           }
-          continue;
-        }
-        if (step < to_leaf) {
-          descend_level(v, static_cast<int>(step), k, static_cast<std::uint32_t>(m), l.at);
-          if (step + 1 == to_leaf) {
-            for (std::size_t i = 0; i < m; ++i) {
-              l.leaf[i] = &store[ids[l.at[i]]];
-              l.leaf[i]->prefetch_first_line();
-            }
+        } else {
+          for (std::size_t i = 0; i < m; ++i) {
+            ln.leaf[i] = &store[rx.leaf_of(k[i])];
+            ln.leaf[i]->prefetch_first_line();
           }
-          continue;
         }
-        switch (step - to_leaf) {
-          case 0:
-            for (std::size_t i = 0; i < m; ++i) {
-              const host::leaf* f = l.leaf[i];
-              if (k[i] > f->high) f = l.leaf[i] = &store[store.walk_right(f->right, k[i])];
-              l.block[i] = static_cast<std::uint32_t>(f->data.start_route(k[i], f->low, f->high));
-            }
-            break;
-          case 1:
-            for (std::size_t i = 0; i < m; ++i) l.s[i] = l.leaf[i]->data.start_get_near(k[i], l.block[i]);
-            break;
-          default:
-            for (std::size_t i = 0; i < m; ++i) l.leaf[i]->data.finish_get(l.s[i], k[i], values + c + i, found + c + i);
+        continue;
+      }
+      if (step < to_leaf) {
+        descend_level(v, static_cast<int>(step), k, static_cast<std::uint32_t>(m), ln.at);
+        if (step + 1 == to_leaf) {
+          for (std::size_t i = 0; i < m; ++i) {
+            ln.leaf[i] = &store[ids[ln.at[i]]];
+            ln.leaf[i]->prefetch_first_line();
+          }
         }
+        continue;
+      }
+      switch (step - to_leaf) {
+        case 0:
+          for (std::size_t i = 0; i < m; ++i) {
+            const host::leaf* f = ln.leaf[i];
+            if (k[i] > f->high) f = ln.leaf[i] = &store[store.walk_right(f->right, k[i])];
+            ln.block[i] = static_cast<std::uint32_t>(f->data.start_route(k[i], f->low, f->high));
+          }
+          break;
+        case 1:
+          for (std::size_t i = 0; i < m; ++i) ln.s[i] = ln.leaf[i]->data.start_get_near(k[i], ln.block[i]);
+          break;
+        default:
+          for (std::size_t i = 0; i < m; ++i) ln.leaf[i]->data.finish_get(ln.s[i], k[i], values + c + i, found + c + i);
       }
     }
-    // The leaf lines of one get in line_sample_groups (stats::leaf_lines),
-    // found again once the range is answered, while its lines are cached.
-    constexpr std::size_t every = host::line_sample_groups;
-    host::leaf_line_count lines;
-    for (std::size_t i = (begin + every - 1) / every * every; i < end; i += every) {
-      const key_type key = keys[i];
-      const host::leaf& f = store[store.walk_right(by_radix ? rx.leaf_of(key) : ids[p.version->find(key)], key)];
-      lines += {1, f.data.lookup_lines(&key, 1, f.data.start_route(key, f.low, f.high)).read};
-    }
-    return lines;
-  };
-  constexpr std::size_t grain = 64;
-  if (n <= grain) {
-    p.lines = answer(0, n);
-  } else {
-    p.lines = tbb::parallel_reduce(
-        tbb::blocked_range<std::size_t>(0, n, grain), host::leaf_line_count{},
-        [&](const tbb::blocked_range<std::size_t>& r, host::leaf_line_count sum) {
-          return sum + answer(r.begin(), r.end());
-        },
-        std::plus<>());
   }
-  p.result_keys = p.j->ops.take_keys();
-  p.times.leaf = seconds_since(t0);
-  p.bytes.leaf = n * (sizeof(key_type) + sizeof(value_type) + 1);
-  verify_if_asked();
+  // The leaf lines of one get in line_sample_groups (stats::leaf_lines),
+  // found again once the range is answered, while its lines are cached.
+  host::leaf_line_count lines;
+  for (std::size_t i = 0; sample && i < n; i += host::line_sample_groups) {
+    const key_type key = keys[i];
+    const host::leaf& f = owner(l, key);
+    lines += {1, f.data.lookup_lines(&key, 1, f.data.start_route(key, f.low, f.high)).read};
+  }
+  return lines;
+}
+
+const host::leaf& index::impl::owner(const inner_layout& l, key_type key) const noexcept {
+  const leaf_radix_view rx = l.radix();
+  const leaf_id start = rx.buckets != 0 ? rx.leaf_of(key) : l.leaf_ids()[l.find(key)];
+  return store_[store_.walk_right(start, key)];
+}
+
+std::optional<entry> index::impl::lower_bound_on(const inner_layout& l, key_type key) const noexcept {
+  // The owner's smallest key >= key, else the first key of a leaf to its
+  // right (leaves emptied by erases hold none).
+  const host::leaf* f = &owner(l, key);
+  for (;;) {
+    if (std::optional<entry> e = f->data.lower_bound(key)) return e;
+    if (f->right == no_leaf) return std::nullopt;
+    f = &store_[f->right];
+  }
+}
+
+std::uint64_t index::impl::count_on(const inner_layout& l, key_type lo, key_type hi) const noexcept {
+  std::uint64_t total = 0;
+  for (const host::leaf* f = &owner(l, lo);;) {
+    total += f->data.count(std::max(lo, f->low), std::min(hi, f->high));
+    if (f->high >= hi || f->right == no_leaf) return total;
+    f = &store_[f->right];
+  }
 }
 
 void index::impl::scatter_on_gpu(prepared& p) {

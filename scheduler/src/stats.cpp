@@ -33,7 +33,6 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
     for (std::size_t type = 0; type < op_type_count; ++type) stats_.ops_by_type[type] += r.ops_by_type[type];
     if (!failed && n != 0) {
       (p->direct ? stats_.direct_batches : p->gpu_scatter ? stats_.gpu_scatters : stats_.host_scatters) += 1;
-      stats_.caller_batches += p->on_caller;
     }
     stats_.splits += splits;
     stats_.total += p->times;
@@ -94,8 +93,25 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
 }
 
 tandem::stats index::impl::snapshot() const {
-  std::lock_guard<std::mutex> lock(stats_mutex_);
-  return stats_;
+  tandem::stats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    s = stats_;
+  }
+  // What readers answered on their callers' threads, counted in their slots.
+  gate_.for_each_slot([&](const scheduler::reader_gate::slot& slot) {
+    const std::uint64_t batches = slot.batches.load(std::memory_order_relaxed);
+    s.batches += batches;
+    s.caller_batches += batches;
+    s.direct_batches += batches;
+    s.point_reads += slot.point_reads.load(std::memory_order_relaxed);
+    for (std::size_t t = 0; t < op_type_count; ++t) {
+      const std::uint64_t ops = slot.ops[t].load(std::memory_order_relaxed);
+      s.ops_by_type[t] += ops;
+      s.ops += ops;
+    }
+  });
+  return s;
 }
 
 }  // namespace tandem

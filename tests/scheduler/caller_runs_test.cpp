@@ -61,8 +61,9 @@ TEST(CallerRuns, SmallGetsOnAnIdleIndexAnswerBeforeSubmitReturns) {
       ready_at_return += f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
       const batch_result r = f.get();
       ASSERT_EQ(model.check(b, r, "round " + std::to_string(i)), 0u);
-      if (i > 0) {
-        EXPECT_EQ(r.sequence(), last_sequence + 1);
+      if (i > 0) {  // reads answered on their callers share the number of the batch after them
+        EXPECT_GE(r.sequence(), last_sequence);
+        EXPECT_LE(r.sequence(), last_sequence + 1);
       }
       last_sequence = r.sequence();
     }

@@ -248,6 +248,7 @@ TEST(GroupCommit, TheOutputCapStaysPerBatch) {
   config cfg;
   cfg.threads = 2;
   cfg.max_batch_output_bytes = 1000 * sizeof(entry);
+  cfg.caller_runs = false;  // the get batches queue (to fold) rather than run beside the held dispatcher
   tandem::index idx(cfg);
   std::vector<entry> pairs;
   for (std::uint64_t k = 0; k < 5000; ++k) pairs.push_back({k * 10, k});
@@ -300,6 +301,7 @@ TEST(GroupCommit, FoldsStopAtTheOutputBound) {
     config cfg;
     cfg.threads = 2;
     cfg.group_commit_output_bytes = bound;
+    cfg.caller_runs = false;  // the get batches queue (to fold) rather than run beside the held dispatcher
     tandem::index idx(cfg);
     std::vector<entry> pairs;
     for (std::uint64_t k = 0; k < 1000; ++k) pairs.push_back({k * 10, k});

@@ -105,6 +105,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -179,6 +180,34 @@ class index {
   ///         (std::bad_alloc when it could not get its memory); then the
   ///         batch took no effect.
   batch_result execute(batch b);
+
+  // ---- one key at a time ------------------------------------------------------
+  //
+  // Each call is one op with the answer of a batch of that op alone, in its
+  // place in queue order: it sees every write whose submit (or point write)
+  // returned before it was called. Reads run on the calling thread, beside
+  // any number of other readers, with no allocation and no hand-over: a
+  // read waits only for writes submitted before it that are not done yet
+  // (a brief spin, then asleep), and a write waits for the reads that
+  // began before it. Writes go through the queue (folded with other small
+  // batches, config.group_commit_ops) and return once applied (with
+  // config.storage_dir, once logged as a batch's write is). They may not be
+  // called from a callback (they would wait for the callback itself): there
+  // they throw tandem::error, as after the destructor has begun.
+
+  /// @return the value of `key`, or nothing when it is absent.
+  [[nodiscard]] std::optional<value_type> get(key_type key);
+  /// @return whether `key` is present.
+  [[nodiscard]] bool contains(key_type key) { return get(key).has_value(); }
+  /// @return the entry with the smallest key >= `key`, or nothing.
+  [[nodiscard]] std::optional<entry> lower_bound(key_type key);
+  /// Sets `key` to `value`. @return the value it replaced, if any.
+  std::optional<value_type> put(key_type key, value_type value);
+  /// Sets `key` to `value` if it is absent. @return whether it was (and is
+  ///        now set); a present key keeps its value.
+  bool insert(key_type key, value_type value);
+  /// Removes `key`. @return the value it had, or nothing when it was absent.
+  std::optional<value_type> erase(key_type key);
 
   /// @brief Sets the share of each batch's keys routed on the GPU, from the
   ///        next batch on. 0 routes on the CPU only, 1 on the GPU only.

@@ -168,8 +168,13 @@ struct stats {
 
   std::uint64_t gpu_scatters = 0;    ///< batches whose answers went back to batch order on the GPU
   std::uint64_t host_scatters = 0;   ///< ... on the host
-  std::uint64_t direct_batches = 0;  ///< batches of gets answered directly (config.direct_get_ops)
+  /// Batches of gets answered directly (config.direct_get_ops), those
+  /// answered on the submitting thread included.
+  std::uint64_t direct_batches = 0;
   std::uint64_t caller_batches = 0;  ///< batches answered on the submitting thread (config.caller_runs)
+  /// One-key reads of index::get, contains and lower_bound (not counted in
+  /// `batches` or `ops`).
+  std::uint64_t point_reads = 0;
   /// Point ops of GPU-routed batches answered at the block and window their
   /// route hinted (config.gpu_leaf_hints), and those whose hint was missing
   /// or stale; refreshes of the GPU's leaf guides (loads included).

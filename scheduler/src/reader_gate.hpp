@@ -1,0 +1,163 @@
+#pragma once
+// reader_gate: reads answered on the threads that ask for them, any number
+// side by side, never beside a write, and each after every write submitted
+// before it (index_impl.hpp, run_on_caller and the point reads).
+//
+// Readers register in a slot of their own (a cache line per slot, picked by
+// thread), so 16 threads reading at once share no written line: the only
+// lines they all read (the write count and flag) change once per write.
+// The dispatcher raises `writing` before anything that changes leaves,
+// leaf table or layout and waits until every slot is empty; a reader that
+// registers and then sees the flag leaves again (the two sides are ordered
+// by sequentially consistent operations, Dekker's pattern, as in a
+// big-reader lock). Writes are counted when submitted and when done, in
+// queue order; a read waits until as many are done as were submitted when
+// it was asked, which holds exactly the writes whose submit returned before.
+#include <tandem/batch.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+namespace tandem::scheduler {
+
+class reader_gate {
+ public:
+  /// Slots readers register in (threads beyond it share them).
+  static constexpr std::size_t slot_count = 64;
+
+  /// One slot: its readers and what they answered (for stats), on a line of
+  /// their own.
+  struct alignas(128) slot {
+    std::atomic<std::uint32_t> readers{0};
+    std::atomic<std::uint32_t> waiting{0};  // readers in `enter` waiting for a write
+    std::atomic<std::uint64_t> batches{0};      // batches answered on their callers
+    std::atomic<std::uint64_t> point_reads{0};  // one-key reads (index::get, contains, lower_bound)
+    std::array<std::atomic<std::uint64_t>, op_type_count> ops{};  // ops of those batches, by type
+  };
+
+  /// The slot of the calling thread.
+  [[nodiscard]] slot& mine() noexcept {
+    static std::atomic<std::size_t> threads{0};
+    thread_local const std::size_t at = threads.fetch_add(1, std::memory_order_relaxed) % slot_count;
+    return slots_[at];
+  }
+
+  // ---- readers -----------------------------------------------------------------
+
+  /// A write is about to enter the queue (before it can be taken up).
+  void write_submitted() noexcept { submitted_.fetch_add(1); }
+  /// What a read asked for now must wait for: the writes submitted so far.
+  [[nodiscard]] std::uint64_t ticket() const noexcept { return submitted_.load(); }
+
+  /// Registers a reader in `s` when no write runs and the writes of
+  /// `ticket` are done. @return whether it did (then `leave` follows).
+  bool try_enter(slot& s, std::uint64_t ticket) noexcept {
+    s.readers.fetch_add(1);
+    if (!writing_.load() && done_.load() >= ticket) return true;
+    s.readers.fetch_sub(1, std::memory_order_release);
+    return false;
+  }
+  /// Registers a reader in `s`, waiting for the writes of `ticket` and for
+  /// a running write: a brief spin, then asleep until the dispatcher wakes
+  /// it. @return false, registering nothing, once `close` has begun.
+  bool enter(slot& s, std::uint64_t ticket) {
+    if (try_enter(s, ticket)) return true;
+    // Counted as waiting, so that close() waits until it has gone.
+    s.waiting.fetch_add(1);
+    bool in = false;
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+    while (!closed_.load() && std::chrono::steady_clock::now() < spin_until) {
+      std::this_thread::yield();
+      if (may_enter(ticket) && try_enter(s, ticket)) {
+        in = true;
+        break;
+      }
+    }
+    while (!in && !closed_.load()) {
+      {
+        sleepers_.fetch_add(1);
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return closed_.load() || may_enter(ticket); });
+        sleepers_.fetch_sub(1);
+      }
+      in = !closed_.load() && try_enter(s, ticket);
+    }
+    s.waiting.fetch_sub(1, std::memory_order_release);
+    return in;
+  }
+  void leave(slot& s) noexcept { s.readers.fetch_sub(1, std::memory_order_release); }
+
+  /// The sequence number of a read that entered now: that of the batch
+  /// after the last write done (it sees every write numbered below it).
+  [[nodiscard]] std::uint64_t sequence() const noexcept { return sequence_.load(std::memory_order_acquire); }
+
+  // ---- the dispatcher ------------------------------------------------------------
+
+  /// From here until end_write no reader enters; returns once the readers
+  /// that entered before have left.
+  void begin_write() noexcept {
+    writing_.store(true);
+    for (slot& s : slots_) {
+      while (s.readers.load() != 0) std::this_thread::yield();
+    }
+  }
+  void end_write() {
+    writing_.store(false);
+    wake_sleepers();
+  }
+  /// `count` writes of the queue are done (in queue order), and the next
+  /// batch is numbered `next_sequence`.
+  void writes_done(std::uint64_t count, std::uint64_t next_sequence) {
+    sequence_.store(next_sequence, std::memory_order_release);
+    if (count == 0) return;
+    done_.fetch_add(count);
+    wake_sleepers();
+  }
+
+  /// No reader enters from now on (enter returns false); returns once the
+  /// readers in and those waiting have gone. The index's destructor.
+  void close() {
+    closed_.store(true);
+    writing_.store(true);
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_.notify_all();
+    for (slot& s : slots_) {
+      while (s.readers.load() != 0 || s.waiting.load() != 0) std::this_thread::yield();
+    }
+  }
+
+  template <class F>
+  void for_each_slot(F&& f) const {
+    for (const slot& s : slots_) f(s);
+  }
+
+ private:
+  /// How long a reader spins for a write ahead of it before it sleeps.
+  static constexpr int spin_us = 50;
+  [[nodiscard]] bool may_enter(std::uint64_t ticket) const noexcept {
+    return !writing_.load() && done_.load() >= ticket;
+  }
+  void wake_sleepers() {
+    if (sleepers_.load() == 0) return;
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_.notify_all();
+  }
+
+  alignas(128) std::atomic<std::uint64_t> submitted_{0};  // written by each write's submit
+  alignas(128) std::atomic<bool> writing_{false};         // written by the dispatcher
+  std::atomic<std::uint64_t> done_{0};
+  std::atomic<std::uint64_t> sequence_{0};
+  std::atomic<bool> closed_{false};
+  alignas(128) std::atomic<int> sleepers_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::array<slot, slot_count> slots_;
+};
+
+}  // namespace tandem::scheduler
