@@ -30,6 +30,7 @@
 #include "src/churn.hpp"
 #include "src/cli.hpp"
 #include "src/gpu_baseline.hpp"
+#include "src/client_work.hpp"
 #include "src/latency.hpp"
 #include "src/model.hpp"
 #include "src/persist.hpp"
@@ -397,6 +398,27 @@ int main(int argc, char** argv) {
       }
       r.tandem = std::move(fig);
       results.push_back(std::move(r));
+      if (opt.client_work && !sweeping && !log_runs) {
+        system_result w;
+        w.system = "tandem client-work";
+        w.description = "the same batches from " + std::to_string(opt.clients) +
+                        " client thread(s): handed over from the workload's arrays inside the timed loop, every "
+                        "answer read on the client, up to " + std::to_string(opt.inflight) + " in flight a client";
+        w.load_seconds = load_seconds;
+        w.load_keys = ds.load_keys.size();
+        {
+          progress_bar bar("tandem client-work", 1, "run");
+          w.run = run_client_work(*idx, ds.batches, opt.clients, opt.inflight);
+        }
+        w.device_used = idx->stats().device;
+        const double index_only = static_cast<double>(results.back().run.ops) / results.back().run.seconds;
+        const double client = static_cast<double>(w.run.ops) / w.run.seconds;
+        char line[256];
+        std::snprintf(line, sizeof(line), "client-work: %.2f M ops/s, %.3fx the index-only run's %.2f (same run)",
+                      client / 1e6, client / index_only, index_only / 1e6);
+        notes.push_back(line);
+        results.push_back(std::move(w));
+      }
     }
     if (log_runs) {
       idx.reset();

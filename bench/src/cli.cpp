@@ -345,6 +345,15 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(CLI::IsMember({"future", "spin"}))
       ->type_name("HOW")
       ->capture_default_str();
+  app.add_flag("--client-work", opt.client_work,
+               "After tandem's run, the same batches as a program that holds its keys in arrays sends them: on "
+               "--clients threads, each batch handed over inside the timed loop (gets: index::submit(columns), its "
+               "key array read and its answers written in place; other ops: a tandem::batch built from the arrays) "
+               "and every answer read, up to --inflight batches a client in flight; reported beside the index-only "
+               "run (workloads of gets, puts, inserts and erases)");
+  app.add_option("--clients", opt.clients, "--client-work: client threads")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   app.add_option("--latency-api", opt.latency_api,
                  "--sweep latency: how a tandem client asks: batch (a batch of B ops, submitted) or point (B calls "
                  "of the one-key API, index::get and index::put, one after another; timed together)")

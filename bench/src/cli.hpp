@@ -60,6 +60,8 @@ struct options {
   double latency_seconds = 1.0;                                  ///< --sweep latency: seconds a point and system
   std::string latency_wait = "future";                           ///< --sweep latency: future | spin
   std::string latency_api = "batch";                             ///< --sweep latency: batch | point
+  bool client_work = false;  ///< --client-work: also the run with batches built and answers read on client threads
+  std::size_t clients = 1;   ///< --clients: client threads of --client-work
   std::string warmup = "auto";
   std::string plot;
   std::string plot_csv;

@@ -33,8 +33,8 @@ batch& batch::append(const key_type* keys, const value_type* values, std::size_t
 batch& batch::append(const batch& other) {
   if (&other == this) return append(batch(other));
   const std::size_t at = keys_.size();
-  keys_.insert(keys_.end(), other.keys_.begin(), other.keys_.end());
-  args_.insert(args_.end(), other.args_.begin(), other.args_.end());
+  keys_.insert(keys_.end(), other.keys(), other.keys() + other.size());
+  args_.insert(args_.end(), other.args(), other.args() + other.size());
   types_.insert(types_.end(), other.types_.begin(), other.types_.end());
   for (scan_spec s : other.scans_) {
     s.index += at;
@@ -50,7 +50,7 @@ const scan_spec* batch::find_scan(std::size_t i) const noexcept {
 }
 
 op batch::operator[](std::size_t i) const noexcept {
-  op o{keys_[i], args_[i], 0, types_[i], scan_order::ordered};
+  op o{keys()[i], args()[i], 0, types_[i], scan_order::ordered};
   if (o.type == op_type::scan) {
     if (const scan_spec* s = find_scan(i)) {
       o.limit = s->limit;

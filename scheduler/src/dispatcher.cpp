@@ -269,36 +269,40 @@ bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
   std::exception_ptr failure;
   try {
     // Every stage on this thread, no arena, no stats lock: the answers go
-    // straight into the result's columns.
+    // straight into the result's columns (or the caller's arrays).
     std::shared_ptr<tandem::detail::answer_columns> columns = answers_->take(n);
     std::fill(columns->status, columns->status + n, op_status::ok);
+    tandem::detail::column<key_type> result_keys = j->ops.take_keys();  // empty when in place
+    value_type* values = j->in_place && j->values_out ? j->values_out : columns->values;
+    std::uint8_t* found = j->in_place && j->found_out ? j->found_out : columns->found;
+    key_type* found_keys = j->in_place ? j->keys_out : result_keys.data();
+    const key_type* asked = j->in_place ? keys : result_keys.data();
     const inner_layout& l = *layout_;  // no write runs while this reader is in
-    tandem::detail::column<key_type> result_keys = j->ops.take_keys();
     if (gets_only) {
-      (void)answer_gets(l, result_keys.data(), n, columns->values, columns->found, false);
+      (void)answer_gets(l, asked, n, values, found, false);
     } else {
       for (std::size_t i = 0; i < n; ++i) {
-        const key_type key = result_keys[i];
+        const key_type key = asked[i];
         value_type value = 0;
-        bool found = false;
+        bool hit = false;
         if (types[i] == op_type::get) {
-          std::uint8_t f = 0;
-          (void)answer_gets(l, &key, 1, &value, &f, false);
-          found = f != 0;
+          const std::optional<value_type> v = owner(l, key).data.get(key);
+          hit = v.has_value();
+          value = v.value_or(0);
         } else if (types[i] == op_type::lower_bound) {
           const std::optional<entry> e = lower_bound_on(l, key);
-          found = e.has_value();
-          value = found ? e->value : 0;
-          result_keys[i] = found ? e->key : 0;
+          hit = e.has_value();
+          value = hit ? e->value : 0;
+          if (found_keys) found_keys[i] = hit ? e->key : 0;
         } else {
           value = count_on(l, key, args[i]);
-          found = value != 0;
+          hit = value != 0;
         }
-        columns->values[i] = found ? value : 0;
-        columns->found[i] = found ? 1 : 0;
+        values[i] = value;
+        found[i] = hit ? 1 : 0;
       }
     }
-    result = batch_result(std::move(columns), 0, n, std::move(result_keys));
+    if (!j->in_place) result = batch_result(std::move(columns), 0, n, std::move(result_keys));
   } catch (...) {
     failure = std::current_exception();
   }
@@ -505,7 +509,9 @@ void index::impl::dispatch() {
         held_.push_front(j2);
       }
     }
-    const bool exclusive = !ready->direct;  // it may write
+    // It may write (verify_each_batch: the check after it may rebuild the
+    // leaf table).
+    const bool exclusive = !ready->direct || cfg_.verify_each_batch;
     if (exclusive) {
       wait_for_readers();
       gate_.begin_write();
@@ -617,6 +623,13 @@ void index::impl::deliver(prepared& p, bool on_worker) {
   if (!p.j->members.empty()) return deliver_members(p, on_worker);
   job& j = *p.j;
   batch_result result;
+  if (j.in_place) {  // the answers are in the caller's arrays already
+    p.columns.reset();
+    finish(j, std::move(result), p.failure);
+    delete p.j;
+    p.j = nullptr;
+    return;
+  }
   if (!p.failure) {
     if (p.result_keys.size() != p.n) p.result_keys = j.ops.take_keys();
     result = batch_result(std::move(p.columns), 0, p.n, std::move(p.result_keys));
@@ -766,7 +779,13 @@ void index::impl::wait_for_answers() {
 }
 
 void index::impl::finish(job& j, batch_result&& result, const std::exception_ptr& failure) {
-  if (j.done) {
+  if (j.in_place) {
+    if (failure) {
+      j.finished.set_exception(failure);
+    } else {
+      j.finished.set_value();
+    }
+  } else if (j.done) {
     try {
       j.done(std::move(result), failure);
     } catch (const std::exception& e) {

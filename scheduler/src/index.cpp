@@ -5,6 +5,8 @@
 #include <tandem/host/detail/fault_point.hpp>
 #include <tandem/scheduler/testing.hpp>
 
+#include <array>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 
@@ -54,6 +56,68 @@ void index::submit(batch b, callback done) {
   j->ops = std::move(b);
   j->done = std::move(done);
   impl_->enqueue(std::move(j));
+}
+
+std::future<void> index::submit(const columns& c) {
+  const auto fail = [](const std::string& why) {
+    throw std::invalid_argument("tandem::index::submit(columns): " + why);
+  };
+  if (c.type != op_type::get && c.type != op_type::put && c.type != op_type::insert && c.type != op_type::erase &&
+      c.type != op_type::lower_bound) {
+    fail(std::string("ops of type ") + to_string(c.type) + " take a batch (columns take get, put, insert, erase, " +
+         "lower_bound)");
+  }
+  if (c.n >= std::numeric_limits<std::uint32_t>::max()) {
+    throw std::length_error("tandem::index::submit(columns): at most 2^32 - 2 ops, got " + std::to_string(c.n));
+  }
+  const bool with_values = c.type == op_type::put || c.type == op_type::insert;
+  if (c.n != 0 && (c.keys == nullptr || (with_values && c.values == nullptr))) {
+    fail(std::string("null ") + (c.keys == nullptr ? "keys" : "values") + " for " + std::to_string(c.n) + " ops");
+  }
+  // Byte ranges of every array given, for the alignment and overlap checks.
+  struct range {
+    const char* name;
+    std::uintptr_t begin, end, align;
+    bool output;
+  };
+  const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  std::array<range, 5> arrays{};
+  std::size_t count = 0;
+  const auto add = [&](const char* name, const void* p, std::size_t bytes, std::size_t align, bool output) {
+    if (p != nullptr && c.n != 0) arrays[count++] = {name, at(p), at(p) + c.n * bytes, align, output};
+  };
+  add("keys", c.keys, sizeof(key_type), alignof(key_type), false);
+  if (with_values) add("values", c.values, sizeof(value_type), alignof(value_type), false);
+  add("values_out", c.values_out, sizeof(value_type), alignof(value_type), true);
+  add("found_out", c.found_out, 1, 1, true);
+  if (c.type == op_type::lower_bound) add("keys_out", c.keys_out, sizeof(key_type), alignof(key_type), true);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (arrays[i].begin % arrays[i].align != 0) {
+      fail(std::string(arrays[i].name) + " is not aligned to " + std::to_string(arrays[i].align) + " bytes");
+    }
+    for (std::size_t k = 0; k < i; ++k) {
+      const bool overlap = arrays[i].begin < arrays[k].end && arrays[k].begin < arrays[i].end;
+      if (overlap && (arrays[i].output || arrays[k].output)) {
+        fail(std::string(arrays[k].name) + " and " + arrays[i].name + " overlap (outputs may overlap nothing)");
+      }
+    }
+  }
+  if (c.n == 0) {
+    std::promise<void> none;
+    none.set_value();
+    return none.get_future();
+  }
+  auto j = std::make_unique<job>();
+  // Keys serve as the args of ops that take none: an array of n words the
+  // index may read, never used.
+  j->ops = batch::over(c.type, c.keys, with_values ? c.values : c.keys, c.n);
+  j->in_place = true;
+  j->values_out = c.values_out;
+  j->found_out = c.found_out;
+  j->keys_out = c.type == op_type::lower_bound ? c.keys_out : nullptr;
+  std::future<void> f = j->finished.get_future();
+  impl_->enqueue(std::move(j));
+  return f;
 }
 
 batch_result index::execute(batch b) {

@@ -89,6 +89,13 @@ struct job {
   /// load, a barrier or a batch that may write, 0 for a save or a batch of
   /// reads; a fold, its members' sum.
   std::uint32_t writes = 0;
+  /// index::submit(columns): `ops` is over the caller's arrays (batch::over)
+  /// and the answers go to these (null: not written); `finished` is
+  /// fulfilled once they are written.
+  bool in_place = false;
+  value_type* values_out = nullptr;
+  std::uint8_t* found_out = nullptr;
+  key_type* keys_out = nullptr;
   // Group commit: a batch job made of queued batches run as one. `ops` holds
   // theirs back to back; member i owns ops [member_begin[i], member_begin[i + 1]).
   std::vector<job*> members;
@@ -541,7 +548,7 @@ class index::impl {
   };
   /// May be folded with other queued batches (group commit).
   [[nodiscard]] bool foldable(const job& j) const noexcept {
-    return j.type == job::kind::batch && j.ops.size() < cfg_.group_commit_ops &&
+    return j.type == job::kind::batch && !j.in_place && j.ops.size() < cfg_.group_commit_ops &&
            (j.ops.scans().empty() || scan_output_bound(j) <= fold_output_cap());
   }
   /// Most bytes of scan output a fold may return (its scans' limits):

@@ -118,8 +118,10 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   p.gpu_scatter = cfg_.gpu_scatter && p.info.gpu_keys != 0 && gpu_ && !degraded_.load() && gpu_scatter_fits(n);
   if (!p.gpu_scatter) host::scatter_answers(p.routes.positions, sorted.values, sorted.found, n, cols.values, cols.found);
   p.result_keys = p.j->ops.take_keys();
+  // lower_bound's keys: into the result's key column, or the caller's array.
+  key_type* found_keys = p.j->in_place ? p.j->keys_out : p.result_keys.data();
   p.bytes.complete = n * (sizeof(std::uint32_t) + 2 * (sizeof(value_type) + 1)) +
-                     host::write_lower_bound_keys(leaf_ws_, in, p.result_keys.data());
+                     (found_keys ? host::write_lower_bound_keys(leaf_ws_, in, found_keys) : 0);
   p.times.complete = seconds_since(t0);
   {
     std::lock_guard<std::mutex> lock(policy_mutex_);

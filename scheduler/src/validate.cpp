@@ -69,6 +69,10 @@ void index::impl::validate(prepared& p) {
   const batch& b = p.j->ops;
   const std::size_t n = b.size();
   p.columns = answers_->take(n);
+  if (p.j->in_place) {  // answers straight into the caller's arrays, where given
+    if (p.j->values_out) p.columns->values = p.j->values_out;
+    if (p.j->found_out) p.columns->found = p.j->found_out;
+  }
   op_status* status = p.columns->status;
   const op_type* types = b.types();
   const key_type* lo = b.keys();

@@ -137,21 +137,23 @@ class batch {
     types_.reserve(n);
   }
   void clear() noexcept {
+    view_keys_ = nullptr;
+    view_args_ = nullptr;
     keys_.clear();
     args_.clear();
     types_.clear();
     scans_.clear();
   }
-  [[nodiscard]] std::size_t size() const noexcept { return keys_.size(); }
-  [[nodiscard]] bool empty() const noexcept { return keys_.empty(); }
+  [[nodiscard]] std::size_t size() const noexcept { return view_keys_ ? types_.size() : keys_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
   /// @return op `i` (a copy, assembled from the columns).
   [[nodiscard]] op operator[](std::size_t i) const noexcept;
 
   // ---- columns --------------------------------------------------------------------
   /// Keys (lo for scan and count), one per op.
-  [[nodiscard]] const key_type* keys() const noexcept { return keys_.data(); }
+  [[nodiscard]] const key_type* keys() const noexcept { return view_keys_ ? view_keys_ : keys_.data(); }
   /// Values of put/insert, hi of scan/count, 0 otherwise.
-  [[nodiscard]] const std::uint64_t* args() const noexcept { return args_.data(); }
+  [[nodiscard]] const std::uint64_t* args() const noexcept { return view_keys_ ? view_args_ : args_.data(); }
   [[nodiscard]] const op_type* types() const noexcept { return types_.data(); }
   /// Scan limits and orders, by increasing op index.
   [[nodiscard]] const std::vector<scan_spec>& scans() const noexcept { return scans_; }
@@ -159,8 +161,21 @@ class batch {
   [[nodiscard]] const scan_spec* find_scan(std::size_t i) const noexcept;
 
   /// @cond internal
-  /// The index moves the key column into the result (batch_result::keys).
+  /// The index moves the key column into the result (batch_result::keys);
+  /// empty for a batch over the caller's arrays.
   detail::column<key_type>&& take_keys() noexcept { return static_cast<detail::column<key_type>&&>(keys_); }
+  /// `n` ops of `type` whose keys and args are the caller's arrays, read in
+  /// place (index::submit(columns)): they must outlive every use of the
+  /// batch, which must not be added to. Only its type column is its own.
+  static batch over(op_type type, const key_type* keys, const std::uint64_t* args, std::size_t n) {
+    batch b;
+    b.types_.resize(n, type);
+    b.view_keys_ = keys;
+    b.view_args_ = args;
+    return b;
+  }
+  /// Whether the keys and args are the caller's arrays (`over`).
+  [[nodiscard]] bool borrowed() const noexcept { return view_keys_ != nullptr; }
   /// @endcond
 
  private:
@@ -176,6 +191,10 @@ class batch {
   detail::column<std::uint64_t> args_;
   detail::column<op_type> types_;
   std::vector<scan_spec> scans_;
+  // A batch over the caller's arrays (`over`): its keys and args, n of each
+  // (the type column's size).
+  const key_type* view_keys_ = nullptr;
+  const std::uint64_t* view_args_ = nullptr;
 };
 
 }  // namespace tandem

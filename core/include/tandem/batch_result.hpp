@@ -147,7 +147,10 @@ class batch_result {
   /// Every entry of every scan, scan after scan in batch order.
   [[nodiscard]] entry_span scan_entries() const noexcept;
   /// Place of this batch in the index's execution order (0 for the first
-  /// batch an index runs): batches with lower numbers took effect before.
+  /// batch an index runs): batches with lower numbers took effect before,
+  /// and it sees the writes of exactly those. A batch of reads answered on
+  /// its caller shares the number of the batch after it (and took effect
+  /// before it); a batch with writes has a number of its own.
   [[nodiscard]] std::uint64_t sequence() const noexcept { return sequence_; }
 
   // ---- columns: size() entries each, in batch order ---------------------------

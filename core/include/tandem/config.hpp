@@ -93,15 +93,17 @@ struct config {
   /// dispatcher takes up the batches behind them; a batch that writes waits
   /// for them. 0: never. Range: any.
   std::size_t direct_get_ops = std::size_t{1} << 16;
-  /// Caller runs: a batch of at most small_batch_ops ops, all gets (and at
-  /// most direct_get_ops), submitted for a future (`submit(b)`, `execute`)
-  /// while the index has no batch queued or running (nor reading), is
-  /// answered on the submitting thread before `submit` returns, its future
-  /// already ready:
-  /// no thread is woken on the way in or out. It takes its place in queue
-  /// order like any batch (its sequence number is the next one; batches
-  /// submitted after it see it done). Batches with a callback, writes or
-  /// scans, and batches submitted while others wait go through the queue.
+  /// Caller runs: a batch of at most small_batch_ops ops (and at most
+  /// direct_get_ops), all gets, lower_bounds and counts, submitted for a
+  /// future (`submit(b)`, `execute`, `submit(columns)`) when every write
+  /// submitted before it is done, none runs and no reader task of the
+  /// index runs, is answered on the submitting thread before `submit`
+  /// returns, beside any number of other such batches: no thread is woken
+  /// on the way in or out. It takes effect in its place in queue order
+  /// (batch_result::sequence: the number of the batch after it). Batches
+  /// with a callback, writes or scans, and batches asked while a write is
+  /// ahead of them go through the queue. The point reads (index::get,
+  /// contains, lower_bound) run on their callers whatever this says.
   /// false: every batch goes through the queue and the dispatcher thread.
   /// Range: any.
   bool caller_runs = true;
@@ -123,8 +125,7 @@ struct config {
   /// batch). 0: batches with scans are not folded. Range: any.
   std::size_t group_commit_output_bytes = std::size_t{1} << 24;
   /// Microseconds the dispatcher keeps looking for the next batch before it
-  /// sleeps (counted again from each batch answered on its caller,
-  /// caller_runs): a batch submitted within it starts without a wake-up. 0:
+  /// sleeps: a batch submitted within it starts without a wake-up. 0:
   /// sleep at once. Range: [0, 10^6] (one second): the spin keeps a core
   /// busy, and a wake-up costs microseconds; a longer spin is a mistake.
   unsigned dispatcher_spin_us = 50;

@@ -13,11 +13,16 @@
 /// copies. Throughput comes from large batches; a batch of one op works but
 /// pays the whole pipeline.
 ///
-/// Threads: `submit`, `execute`, `load`, `stats`, `size`, `verify` may be
-/// called from any number of threads at once. Batches (and loads) take effect
-/// one after another in the order their submissions entered the queue
-/// (batches of gets answered directly may run at the same time as each
-/// other, never beside a write: reads only, so the effect is the same).
+/// Threads: every member may be called from any number of threads at once.
+/// Batches (and loads) take effect one after another in the order their
+/// submissions entered the queue. Reads may run at the same time as each
+/// other, never beside a write (reads only, so the effect is the same): a
+/// read (a point read, or a small batch of gets, lower_bounds and counts
+/// submitted for a future) asked while none of the writes submitted before
+/// it is left undone is answered on the asking thread, beside any number of
+/// other such readers, and a write waits for the readers that began before
+/// it. Readers register in per-thread slots, so they share no written
+/// cache line.
 /// Batches found waiting in the queue together may run as one (group commit,
 /// config.group_commit_ops): each still takes effect in queue order, sees
 /// the writes of the ones before it and gets its own result and sequence
@@ -28,11 +33,18 @@
 /// complete before an earlier batch's future, which has taken effect all
 /// the same.
 ///
+/// Order of effect: batch_result::sequence() numbers batches in the order
+/// they took effect, and a batch sees the writes of every batch numbered
+/// below it and of none numbered above. Reads answered on their callers
+/// share the number of the batch after them (they took effect before it);
+/// every batch with writes has a number of its own.
+///
 /// What waits: `submit` never waits for other batches; `execute`, `load`
-/// and `verify` wait. A small batch of gets submitted for a future while
-/// the index has nothing queued or running is answered on the submitting
-/// thread before `submit` returns (config.caller_runs): a few microseconds,
-/// with no thread woken on the way. A callback runs on the index's dispatcher thread: it
+/// and `verify` wait. A small batch of gets, lower_bounds and counts
+/// submitted for a future (config.caller_runs, config.small_batch_ops) when
+/// the writes submitted before it are done and no reader task of the
+/// index runs is answered on the submitting thread before `submit`
+/// returns: no thread is woken on the way. A callback runs on the index's dispatcher thread: it
 /// may `submit` to the same index (the batch runs after the current one),
 /// but `execute`, `load` and `verify` there throw tandem::error, since they
 /// would wait for the callback itself, and waiting there on a future of the
@@ -115,6 +127,39 @@ namespace detail {
 struct index_access;  // test hooks, tandem/scheduler/testing.hpp
 }  // namespace detail
 
+/// n ops of one type over arrays the caller keeps: `index::submit(const
+/// columns&)` reads the inputs and writes the outputs where they are, with
+/// no copy on the calling thread (cuco's bulk `find(first, last, out)`).
+///
+/// | type        | values (in) | values_out          | found_out      | keys_out |
+/// |-------------|-------------|---------------------|----------------|----------|
+/// | get         | -           | the value           | key present    | -        |
+/// | put         | required    | the value replaced  | was present    | -        |
+/// | insert      | required    | the value kept      | was present    | -        |
+/// | erase       | -           | the value erased    | was present    | -        |
+/// | lower_bound | -           | the entry's value   | an entry found | its key (0 if none) |
+///
+/// Where found is 0, values_out is 0. An output left null is not written.
+/// Scans and counts take batches.
+///
+/// Lifetime: every array must stay valid until the future is ready; the
+/// inputs must not change meanwhile and the outputs are written any time
+/// before it is ready (read them after). Arrays must be aligned to their
+/// element (8 bytes for keys and values), and no output may overlap an
+/// input or another output: `submit` refuses them (std::invalid_argument),
+/// since the index reads the inputs again after it has begun writing
+/// answers (the redo log, the GPU's staged chunks). The same array may be
+/// given as both `keys` and `values` of a put (read only).
+struct columns {
+  op_type type = op_type::get;
+  const key_type* keys = nullptr;      ///< n keys (required when n > 0)
+  const value_type* values = nullptr;  ///< n values of put and insert
+  std::size_t n = 0;
+  value_type* values_out = nullptr;  ///< n answers' values, or null
+  std::uint8_t* found_out = nullptr;  ///< n answers' found flags (0 or 1), or null
+  key_type* keys_out = nullptr;      ///< lower_bound: n entries' keys, or null
+};
+
 class index {
  public:
   /// Called with the result of a batch, or with an exception when the batch
@@ -174,6 +219,21 @@ class index {
   ///         once the index's destruction has begun; std::bad_alloc when
   ///         the queue has no memory for it (then it was not queued)
   void submit(batch b, callback done);
+
+  /// @brief Queues n ops of one type over the caller's arrays (see
+  ///        `columns`: read and written in place, lifetime and aliasing
+  ///        rules). Runs in queue order like a batch of those ops, with the
+  ///        same answers; a small one of gets or lower_bounds on an index
+  ///        with no write ahead is answered here, as `submit(b)` would.
+  ///        Never folded with other batches.
+  /// @return a future that is ready once every answer is written; `get()`
+  ///         rethrows when the ops failed as a whole (std::bad_alloc; then
+  ///         none took effect and the outputs are unspecified).
+  /// @throws std::invalid_argument for a type other than get, put, insert,
+  ///         erase or lower_bound, a null input, misaligned or overlapping
+  ///         arrays; std::length_error past 2^32 - 2 ops; tandem::error once
+  ///         the index's destruction has begun
+  std::future<void> submit(const columns& c);
 
   /// @brief Runs a batch and waits for its result.
   /// @throws what the batch failed with, as `submit(b).get()` would

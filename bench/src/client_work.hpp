@@ -1,0 +1,25 @@
+#pragma once
+/// @file
+/// --client-work: tandem as a program that holds its keys in arrays uses it.
+/// Each client thread takes its share of the workload's batches (batch i
+/// to client i mod K); inside the timed loop it hands each batch's key
+/// array to the index (gets: index::submit(columns), read and written in
+/// place; mixed ops: a tandem::batch built from the arrays, as a user of
+/// the batch API builds it) and, once answered, reads every answer. Up to
+/// --inflight batches per client are in flight. Timed from the first
+/// submit to the last answer read, beside the index-only run of the same
+/// invocation (batches prebuilt, answers counted by the index's thread).
+#include "baselines.hpp"
+
+#include <tandem/tandem.hpp>
+
+#include <cstddef>
+#include <vector>
+
+namespace tandem_bench {
+
+/// @return the run's ops, seconds and hits (found answers).
+run_figures run_client_work(tandem::index& idx, const std::vector<std::vector<tandem::op>>& batches,
+                            std::size_t clients, std::size_t inflight);
+
+}  // namespace tandem_bench
