@@ -5,6 +5,8 @@
 #include <tandem/host/detail/fault_point.hpp>
 #include <tandem/host/detail/huge_pages.hpp>
 
+#include <algorithm>
+#include <memory>
 #include <new>
 
 namespace tandem::scheduler {
@@ -36,6 +38,23 @@ struct answer_pool::slot : tandem::detail::answer_columns {
   host_array<std::uint8_t> found_memory;
   host_array<op_status> status_memory;
 };
+
+namespace {
+struct small_columns final : tandem::detail::answer_columns {
+  explicit small_columns(std::size_t n)
+      : memory(new unsigned char[std::max<std::size_t>(n, 1) * (sizeof(value_type) + 1 + sizeof(op_status))]) {
+    values = reinterpret_cast<value_type*>(memory.get());  // new[]'s alignment holds a value_type
+    found = memory.get() + n * sizeof(value_type);
+    status = reinterpret_cast<op_status*>(found + n);
+  }
+  std::unique_ptr<unsigned char[]> memory;
+};
+}  // namespace
+
+std::shared_ptr<tandem::detail::answer_columns> small_answer_columns(std::size_t n) {
+  host::detail::allocation_point();
+  return std::make_shared<small_columns>(n);
+}
 
 answer_pool::answer_pool(memory_kind kind) : kind_(kind) {}
 answer_pool::~answer_pool() = default;

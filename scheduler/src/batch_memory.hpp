@@ -64,6 +64,11 @@ class host_array {
   memory_kind kind_;
 };
 
+/// Answer columns for a few answers, in one allocation of their own (no
+/// pool, no lock): batches answered on their callers' threads.
+/// @throws std::bad_alloc
+std::shared_ptr<tandem::detail::answer_columns> small_answer_columns(std::size_t n);
+
 /// Answer columns handed to batch results and taken back when they die.
 /// Results may outlive the index: the pool is shared with every result's
 /// deleter, which frees the slot when the pool is gone.

@@ -132,10 +132,10 @@ index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
 
 index::impl::~impl() {
   // Refuse new jobs, let enqueue calls under way finish (each one either
-  // saw closing_ or is counted in callers_: both are sequentially
+  // saw closing_ or is counted in its thread's slot: both are sequentially
   // consistent), then drain the queue.
   closing_.store(true);
-  while (callers_.load() != 0) std::this_thread::yield();
+  gate_.wait_for_callers();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -156,11 +156,12 @@ index::impl::~impl() {
 }
 
 void index::impl::enqueue(std::unique_ptr<job> j) {
+  // Counted in this thread's slot (no line shared with other submitters).
   struct caller {
-    std::atomic<int>& n;
-    explicit caller(std::atomic<int>& c) : n(c) { n.fetch_add(1); }
-    ~caller() { n.fetch_sub(1); }
-  } const counted(callers_);
+    std::atomic<std::uint32_t>& n;
+    explicit caller(std::atomic<std::uint32_t>& c) : n(c) { n.fetch_add(1); }
+    ~caller() { n.fetch_sub(1, std::memory_order_release); }
+  } const counted(gate_.mine().callers);
   if (closing_.load()) {
     throw error(j->type == job::kind::batch ? "tandem::index: submit after the index's destruction began"
                                             : "tandem::index: load or verify after the index's destruction began");
@@ -168,7 +169,7 @@ void index::impl::enqueue(std::unique_ptr<job> j) {
   j->submitted = clock_type::now();
   if (run_on_caller(j)) return;
   j->writes = may_write(*j) ? 1 : 0;
-  queued_.fetch_add(1, std::memory_order_acq_rel);
+  queued_.fetch_add(1);
   {
     // Writes enter the queue in the order they are counted (under one
     // lock), so a reader that finds as many done as it saw counted finds
@@ -182,8 +183,10 @@ void index::impl::enqueue(std::unique_ptr<job> j) {
     if (j->writes != 0) gate_.write_submitted();
   }
   j.release();
-  { std::lock_guard<std::mutex> lock(mutex_); }
-  wake_.notify_one();
+  if (sleeping_.load()) {  // else it finds the job without a wake-up (queued_ is counted first)
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_.notify_one();
+  }
 }
 
 void index::impl::refuse_on_dispatcher(const char* what) const {
@@ -270,7 +273,9 @@ bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
   try {
     // Every stage on this thread, no arena, no stats lock: the answers go
     // straight into the result's columns (or the caller's arrays).
-    std::shared_ptr<tandem::detail::answer_columns> columns = answers_->take(n);
+    // Columns of their own, not the pool's: its lock would be a line every
+    // caller shares.
+    std::shared_ptr<tandem::detail::answer_columns> columns = scheduler::small_answer_columns(n);
     std::fill(columns->status, columns->status + n, op_status::ok);
     tandem::detail::column<key_type> result_keys = j->ops.take_keys();  // empty when in place
     value_type* values = j->in_place && j->values_out ? j->values_out : columns->values;
@@ -355,7 +360,9 @@ job* index::impl::pop_or_wait() {
     if (job* j = try_pop()) return j;
     std::unique_lock<std::mutex> lock(mutex_);
     if (stopping_ && queued_.load(std::memory_order_acquire) == 0) return nullptr;
-    wake_.wait(lock, [&] { return stopping_ || queued_.load(std::memory_order_acquire) > 0; });
+    sleeping_.store(true);  // before the predicate's look at queued_ (enqueue: the other way round)
+    wake_.wait(lock, [&] { return stopping_ || queued_.load() > 0; });
+    sleeping_.store(false);
   }
 }
 

@@ -715,10 +715,12 @@ class index::impl {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  /// Set when destruction begins: enqueue refuses from then on. callers_
-  /// counts enqueue calls under way, which the destructor lets finish.
+  /// Set when destruction begins: enqueue refuses from then on. Each
+  /// thread's reader_gate slot counts its enqueue calls under way, which
+  /// the destructor lets finish.
   std::atomic<bool> closing_{false};
-  std::atomic<int> callers_{0};
+  /// The dispatcher sleeps on wake_: enqueue notifies only then.
+  std::atomic<bool> sleeping_{false};
   std::unique_ptr<scheduler::worker_thread> lookahead_;  // routes the next batch
   std::unique_ptr<scheduler::worker_thread> gpu_side_;   // GPU share of a split route
   std::unique_ptr<scheduler::worker_thread> scatter_;    // answers of the previous batch, on the GPU

@@ -36,6 +36,7 @@ class reader_gate {
   struct alignas(128) slot {
     std::atomic<std::uint32_t> readers{0};
     std::atomic<std::uint32_t> waiting{0};  // readers in `enter` waiting for a write
+    std::atomic<std::uint32_t> callers{0};  // index::impl::enqueue calls under way
     std::atomic<std::uint64_t> batches{0};      // batches answered on their callers
     std::atomic<std::uint64_t> point_reads{0};  // one-key reads (index::get, contains, lower_bound)
     std::array<std::atomic<std::uint64_t>, op_type_count> ops{};  // ops of those batches, by type
@@ -129,6 +130,14 @@ class reader_gate {
     wake_.notify_all();
     for (slot& s : slots_) {
       while (s.readers.load() != 0 || s.waiting.load() != 0) std::this_thread::yield();
+    }
+  }
+
+  /// Waits until no slot counts an enqueue call under way (the index's
+  /// destructor, once it has refused new ones).
+  void wait_for_callers() const noexcept {
+    for (const slot& s : slots_) {
+      while (s.callers.load() != 0) std::this_thread::yield();
     }
   }
 
