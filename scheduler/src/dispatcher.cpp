@@ -168,7 +168,10 @@ void index::impl::enqueue(std::unique_ptr<job> j) {
   }
   j->submitted = clock_type::now();
   if (run_on_caller(j)) return;
-  j->writes = may_write(*j) ? 1 : 0;
+  // A write its caller waits for inside the call (execute, the point
+  // writes) is not counted: no read can be asked after its submit returned
+  // and before it is done, so readers need not wait for it.
+  j->writes = !j->awaited && may_write(*j) ? 1 : 0;
   queued_.fetch_add(1);
   {
     // Writes enter the queue in the order they are counted (under one
@@ -322,6 +325,36 @@ bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
   finish(*j, std::move(result), failure);
   j.reset();
   return true;
+}
+
+batch_result index::impl::write_point(op_type type, key_type key, value_type value) {
+  // Its callback sets a flag this thread spins on (yielding), then sleeps
+  // on in short steps: a waiter blocked on a future would wait for a
+  // wake-up as well.
+  struct waiter {
+    std::atomic<bool> done{false};
+    batch_result result;
+    std::exception_ptr error;
+  } w;
+  auto j = std::make_unique<job>();
+  j->ops.add({key, value, 0, type, scan_order::ordered});
+  j->awaited = true;
+  j->done = [&w](batch_result r, std::exception_ptr e) {
+    w.result = std::move(r);
+    w.error = e;
+    w.done.store(true, std::memory_order_release);  // the last touch of w
+  };
+  enqueue(std::move(j));
+  const auto spin_until = clock_type::now() + std::chrono::microseconds(200);
+  while (!w.done.load(std::memory_order_acquire)) {
+    if (clock_type::now() < spin_until) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  if (w.error) std::rethrow_exception(w.error);
+  return std::move(w.result);
 }
 
 template <class Read>

@@ -125,57 +125,36 @@ std::future<void> index::submit(const columns& c) {
 
 batch_result index::execute(batch b) {
   impl_->refuse_on_dispatcher("execute");
-  return submit(std::move(b)).get();
+  if (b.size() >= std::numeric_limits<std::uint32_t>::max()) {
+    throw std::length_error("tandem::index::execute: a batch holds at most 2^32 - 2 ops, got " +
+                            std::to_string(b.size()));
+  }
+  auto j = std::make_unique<job>();
+  j->ops = std::move(b);
+  j->awaited = true;
+  std::future<batch_result> f = j->promise.get_future();
+  impl_->enqueue(std::move(j));
+  return f.get();
 }
 
 std::optional<value_type> index::get(key_type key) { return impl_->point_get(key); }
 
 std::optional<entry> index::lower_bound(key_type key) { return impl_->point_lower_bound(key); }
 
-namespace {
-/// The answer of a one-op write batch. Its callback sets a flag this
-/// thread spins on (yielding), then sleeps on in short steps: a waiter
-/// blocked on a future would wait for a wake-up as well.
-batch_result write_one(index& idx, op_type type, key_type key, value_type value) {
-  struct waiter {
-    std::atomic<bool> done{false};
-    batch_result result;
-    std::exception_ptr error;
-  } w;
-  batch b;
-  b.add({key, value, 0, type, scan_order::ordered});
-  idx.submit(std::move(b), [&w](batch_result r, std::exception_ptr e) {
-    w.result = std::move(r);
-    w.error = e;
-    w.done.store(true, std::memory_order_release);  // the last touch of w
-  });
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
-  while (!w.done.load(std::memory_order_acquire)) {
-    if (std::chrono::steady_clock::now() < spin_until) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-  }
-  if (w.error) std::rethrow_exception(w.error);
-  return std::move(w.result);
-}
-}  // namespace
-
 std::optional<value_type> index::put(key_type key, value_type value) {
   impl_->refuse_on_dispatcher("put");
-  const batch_result r = write_one(*this, op_type::put, key, value);
+  const batch_result r = impl_->write_point(op_type::put, key, value);
   return r.found(0) ? std::optional<value_type>(r.value(0)) : std::nullopt;
 }
 
 bool index::insert(key_type key, value_type value) {
   impl_->refuse_on_dispatcher("insert");
-  return !write_one(*this, op_type::insert, key, value).found(0);
+  return !impl_->write_point(op_type::insert, key, value).found(0);
 }
 
 std::optional<value_type> index::erase(key_type key) {
   impl_->refuse_on_dispatcher("erase");
-  const batch_result r = write_one(*this, op_type::erase, key, 0);
+  const batch_result r = impl_->write_point(op_type::erase, key, 0);
   return r.found(0) ? std::optional<value_type>(r.value(0)) : std::nullopt;
 }
 

@@ -92,6 +92,9 @@ struct job {
   /// index::submit(columns): `ops` is over the caller's arrays (batch::over)
   /// and the answers go to these (null: not written); `finished` is
   /// fulfilled once they are written.
+  /// Its caller waits for it inside the call (execute, the point writes):
+  /// not counted as a write for readers (job::writes).
+  bool awaited = false;
   bool in_place = false;
   value_type* values_out = nullptr;
   std::uint8_t* found_out = nullptr;
@@ -300,6 +303,9 @@ class index::impl {
   /// reader (reader_gate::enter), after every write submitted before.
   std::optional<value_type> point_get(key_type key);
   std::optional<entry> point_lower_bound(key_type key);
+  /// index::put, insert, erase: a one-op batch through the queue (folded
+  /// with others), waited for on this thread. @return its result
+  batch_result write_point(op_type type, key_type key, value_type value);
   bool inject_gpu_fault(device::stage s, int count);
   tandem::stats snapshot() const;
   void verify_all();

@@ -115,10 +115,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
 
   t0 = clock_type::now();
   tandem::detail::answer_columns& cols = *p.columns;
-  // Answers into the caller's arrays (submit(columns)) go there from the
-  // host: a GPU scatter would stage them through pinned memory once more.
-  p.gpu_scatter = cfg_.gpu_scatter && !p.j->in_place && p.info.gpu_keys != 0 && gpu_ && !degraded_.load() &&
-                  gpu_scatter_fits(n);
+  p.gpu_scatter = cfg_.gpu_scatter && p.info.gpu_keys != 0 && gpu_ && !degraded_.load() && gpu_scatter_fits(n);
   if (!p.gpu_scatter) host::scatter_answers(p.routes.positions, sorted.values, sorted.found, n, cols.values, cols.found);
   p.result_keys = p.j->ops.take_keys();
   // lower_bound's keys: into the result's key column, or the caller's array.
