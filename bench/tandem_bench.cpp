@@ -406,16 +406,26 @@ int main(int argc, char** argv) {
                         "answer read on the client, up to " + std::to_string(opt.inflight) + " in flight a client";
         w.load_seconds = load_seconds;
         w.load_keys = ds.load_keys.size();
+        client_work_figures cw;
         {
           progress_bar bar("tandem client-work", 1, "run");
-          w.run = run_client_work(*idx, ds.batches, opt.clients, opt.inflight);
+          cw = run_client_work(*idx, ds.batches, opt.clients, opt.inflight);
         }
+        w.run = cw.run;
         w.device_used = idx->stats().device;
         const double index_only = static_cast<double>(results.back().run.ops) / results.back().run.seconds;
         const double client = static_cast<double>(w.run.ops) / w.run.seconds;
-        char line[256];
+        char line[512];
         std::snprintf(line, sizeof(line), "client-work: %.2f M ops/s, %.3fx the index-only run's %.2f (same run)",
                       client / 1e6, client / index_only, index_only / 1e6);
+        notes.push_back(line);
+        const tandem::stage_times& st = results.back().tandem->stages;
+        std::snprintf(line, sizeof(line),
+                      "             clients' seconds: %.3f handing over, %.3f waiting, %.3f reading answers; index "
+                      "stage seconds (index-only run in brackets): route %.3f (%.3f), leaf %.3f (%.3f), complete "
+                      "%.3f (%.3f), wall %.3f (%.3f)",
+                      cw.submitting, cw.waiting, cw.reading, cw.stages.route, st.route, cw.stages.leaf, st.leaf,
+                      cw.stages.complete, st.complete, cw.run.seconds, results.back().run.seconds);
         notes.push_back(line);
         results.push_back(std::move(w));
       }

@@ -1,6 +1,7 @@
 #include "client_work.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -31,8 +32,12 @@ struct in_flight {
 
 }  // namespace
 
-run_figures run_client_work(tandem::index& idx, const std::vector<std::vector<tandem::op>>& batches,
-                            std::size_t clients, std::size_t inflight) {
+client_work_figures run_client_work(tandem::index& idx, const std::vector<std::vector<tandem::op>>& batches,
+                                    std::size_t clients, std::size_t inflight) {
+  using clock_type = std::chrono::steady_clock;
+  const auto since = [](clock_type::time_point t0) {
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+  };
   clients = std::max<std::size_t>(clients, 1);
   inflight = std::max<std::size_t>(inflight, 1);
   // The user's arrays: made before timing (they are the program's data).
@@ -57,6 +62,7 @@ run_figures run_client_work(tandem::index& idx, const std::vector<std::vector<ta
     largest = std::max(largest, u.keys.size());
   }
   std::vector<run_figures> per(clients);
+  std::vector<std::array<double, 3>> spent(clients, {0.0, 0.0, 0.0});  // submitting, waiting, reading
   std::vector<std::exception_ptr> failures(clients);
   std::atomic<std::size_t> ready{0};
   std::atomic<bool> go{false};
@@ -76,14 +82,19 @@ run_figures run_client_work(tandem::index& idx, const std::vector<std::vector<ta
           window.pop_front();
           const std::size_t n = f.b->keys.size();
           std::uint64_t hits = 0, sum = 0;
+          auto t0 = clock_type::now();
           if (f.b->gets_only) {
             f.columns_done.get();
+            spent[c][1] += since(t0);
+            t0 = clock_type::now();
             for (std::size_t i = 0; i < n; ++i) {  // every answer read
               hits += f.found[i];
               sum += f.values[i];
             }
           } else {
             const tandem::batch_result r = f.done.get();
+            spent[c][1] += since(t0);
+            t0 = clock_type::now();
             const tandem::value_type* values = r.values();
             const std::uint8_t* found = r.found_flags();
             for (std::size_t i = 0; i < n; ++i) {
@@ -91,6 +102,7 @@ run_figures run_client_work(tandem::index& idx, const std::vector<std::vector<ta
               sum += values[i];
             }
           }
+          spent[c][2] += since(t0);
           fig.ops += n;
           fig.hits += hits;
           fig.entries += sum & 1;  // keeps the reads
@@ -100,6 +112,7 @@ run_figures run_client_work(tandem::index& idx, const std::vector<std::vector<ta
         while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
         for (std::size_t i = c; i < data.size(); i += clients) {
           if (window.size() == inflight) finish_oldest();
+          const auto t0 = clock_type::now();
           in_flight f = std::move(spare.back());
           spare.pop_back();
           const user_batch& u = data[i];
@@ -119,6 +132,7 @@ run_figures run_client_work(tandem::index& idx, const std::vector<std::vector<ta
             f.done = idx.submit(std::move(b));
           }
           window.push_back(std::move(f));
+          spent[c][0] += since(t0);
         }
         while (!window.empty()) finish_oldest();
       } catch (...) {
@@ -127,16 +141,29 @@ run_figures run_client_work(tandem::index& idx, const std::vector<std::vector<ta
     });
   }
   while (ready.load() < clients) std::this_thread::yield();
+  const tandem::stats before = idx.stats();
   const auto t0 = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
   for (auto& t : threads) t.join();
-  run_figures all;
-  all.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  client_work_figures all;
+  all.run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (std::size_t c = 0; c < clients; ++c) {
     if (failures[c]) std::rethrow_exception(failures[c]);
-    all.ops += per[c].ops;
-    all.hits += per[c].hits;
+    all.run.ops += per[c].ops;
+    all.run.hits += per[c].hits;
+    all.submitting += spent[c][0];
+    all.waiting += spent[c][1];
+    all.reading += spent[c][2];
   }
+  const tandem::stats after = idx.stats();
+  all.stages = after.total;
+  all.stages.validate -= before.total.validate;
+  all.stages.route -= before.total.route;
+  all.stages.order -= before.total.order;
+  all.stages.read -= before.total.read;
+  all.stages.leaf -= before.total.leaf;
+  all.stages.sync -= before.total.sync;
+  all.stages.complete -= before.total.complete;
   return all;
 }
 

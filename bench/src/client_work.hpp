@@ -18,8 +18,15 @@
 
 namespace tandem_bench {
 
-/// @return the run's ops, seconds and hits (found answers).
-run_figures run_client_work(tandem::index& idx, const std::vector<std::vector<tandem::op>>& batches,
-                            std::size_t clients, std::size_t inflight);
+struct client_work_figures {
+  run_figures run;  ///< ops, seconds, hits (found answers)
+  /// Seconds the clients spent (summed over them) handing batches over,
+  /// waiting for answers and reading them.
+  double submitting = 0, waiting = 0, reading = 0;
+  tandem::stage_times stages;  ///< the index's stage seconds over the run
+};
+
+client_work_figures run_client_work(tandem::index& idx, const std::vector<std::vector<tandem::op>>& batches,
+                                    std::size_t clients, std::size_t inflight);
 
 }  // namespace tandem_bench

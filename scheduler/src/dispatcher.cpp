@@ -294,7 +294,7 @@ bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
         value_type value = 0;
         bool hit = false;
         if (types[i] == op_type::get) {
-          const std::optional<value_type> v = owner(l, key).data.get(key);
+          const std::optional<value_type> v = get_on(l, key);
           hit = v.has_value();
           value = v.value_or(0);
         } else if (types[i] == op_type::lower_bound) {
@@ -373,7 +373,7 @@ auto index::impl::point_read(const char* what, Read&& read) {
 }
 
 std::optional<value_type> index::impl::point_get(key_type key) {
-  return point_read("get", [&](const inner_layout& l) { return owner(l, key).data.get(key); });
+  return point_read("get", [&](const inner_layout& l) { return get_on(l, key); });
 }
 
 std::optional<entry> index::impl::point_lower_bound(key_type key) {

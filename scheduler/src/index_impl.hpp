@@ -406,7 +406,8 @@ class index::impl {
                                     std::uint8_t* found, bool sample) const;
   /// The leaf that owns `key`, found on layout `l` (right links from there).
   const host::leaf& owner(const inner_layout& l, key_type key) const noexcept;
-  /// One lower_bound or count on layout `l`, on the calling thread.
+  /// One get, lower_bound or count on layout `l`, on the calling thread.
+  std::optional<value_type> get_on(const inner_layout& l, key_type key) const noexcept;
   std::optional<entry> lower_bound_on(const inner_layout& l, key_type key) const noexcept;
   std::uint64_t count_on(const inner_layout& l, key_type lo, key_type hi) const noexcept;
   /// config.verify_each_batch: verify_all after a batch (an invariant_error

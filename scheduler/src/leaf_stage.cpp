@@ -264,6 +264,17 @@ const host::leaf& index::impl::owner(const inner_layout& l, key_type key) const 
   return store_[store_.walk_right(start, key)];
 }
 
+std::optional<value_type> index::impl::get_on(const inner_layout& l, key_type key) const noexcept {
+  // As answer_gets does a get: the block guessed from the fences, its
+  // header line, then the window of slots (about four leaf lines).
+  const host::leaf& f = owner(l, key);
+  const host::bpa::slot s = f.data.start_get_near(key, f.data.start_route(key, f.low, f.high));
+  value_type value = 0;
+  std::uint8_t found = 0;
+  f.data.finish_get(s, key, &value, &found);
+  return found ? std::optional<value_type>(value) : std::nullopt;
+}
+
 std::optional<entry> index::impl::lower_bound_on(const inner_layout& l, key_type key) const noexcept {
   // The owner's smallest key >= key, else the first key of a leaf to its
   // right (leaves emptied by erases hold none).
