@@ -88,13 +88,13 @@ void gpu_router::state::run_scatter(const std::uint32_t* positions, const value_
     TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::upload));
     unsigned char* st = lane.staging.data();
     const void* position_src = detail::stage_up(positions + offset, count * sizeof(std::uint32_t), positions_pinned,
-                                                st + staging.offset[positions_slice], pool, host_in);
+                                                st + staging.offset[positions_slice], scatter_pool, host_in);
     const void* value_src = want_values ? detail::stage_up(values + offset, count * sizeof(value_type),
-                                                           values_pinned, st + staging.offset[values_slice], pool,
+                                                           values_pinned, st + staging.offset[values_slice], scatter_pool,
                                                            host_in)
                                         : nullptr;
     const void* flag_src = want_flags ? detail::stage_up(flags + offset, count, flags_pinned,
-                                                         st + staging.offset[flags_slice], pool, host_in)
+                                                         st + staging.offset[flags_slice], scatter_pool, host_in)
                                       : nullptr;
     detail::scatter_resources::chunk_marks cm{};
     cm.begin = mark(stream);
@@ -131,7 +131,7 @@ void gpu_router::state::run_scatter(const std::uint32_t* positions, const value_
   }
   if (want_flags) items[count++] = {flags_out, r.flags_out.data(), n, detail::is_pinned(flags_out), nullptr};
   std::size_t spans[4] = {};
-  r.download.run(items, count, main_stream, pool, marks, spans, host_out);
+  r.download.run(items, count, main_stream, scatter_pool, marks, spans, host_out);
   TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::sync));
   TANDEM_CUDA_TRY(cudaStreamSynchronize(main_stream));
 

@@ -125,9 +125,11 @@ struct router_options {
   /// CUDA streams the route's chunks rotate over (1..8).
   int streams = 2;
   /// Host threads that copy pageable arrays into pinned staging and results
-  /// out of it (1..64; 1 = the calling thread alone). Copies under 1 MiB use
-  /// one. These copies bound a call on pageable memory (H200 host, 2^24 keys:
-  /// 1 thread 570, 4 threads ~1750, 8 threads ~2200 M keys/s end to end).
+  /// out of it (1..64; 1 = the calling thread alone), for routes and sorts,
+  /// and as many again for scatters (their own, so a scatter's copies run
+  /// beside the next route's). Copies under 1 MiB use one. These copies
+  /// bound a call on pageable memory (H200 host, 2^24 keys: 1 thread 570, 4
+  /// threads ~1750, 8 threads ~2200 M keys/s end to end).
   int copy_threads = 8;
   /// Put the top levels of child_prefix in __constant__ memory when they fit
   /// (with aggregation::none only the root level: unsorted queries make a

@@ -183,7 +183,7 @@ struct descent_args {
 inline constexpr std::size_t bounded_calibration_keys = std::size_t{1} << 18;
 
 struct gpu_router::state {
-  explicit state(const router_options& o) : options(o), pool(o.copy_threads) {}
+  explicit state(const router_options& o) : options(o), pool(o.copy_threads), scatter_pool(o.copy_threads) {}
 
   detail::memory_account account;  // first: outlives every array below
   router_options options;
@@ -242,6 +242,10 @@ struct gpu_router::state {
   std::mutex sort_mutex;  // sort_pairs (gpu_sort.cu): one at a time, its arrays local to the call
 
   detail::copy_pool pool;
+  /// The scatter's staging (caller arrays that are not page-locked): its
+  /// own threads, so a scatter's copies never wait for the next batch's
+  /// route staging in `pool` (they run at the same time).
+  detail::copy_pool scatter_pool;
   std::array<std::atomic<int>, stage_count> faults{};
 
   void set_device() const { TANDEM_CUDA_TRY(cudaSetDevice(device)); }
