@@ -9,9 +9,12 @@
 /// and answered as if its ops had run one by one.
 ///
 /// How it differs from `std::map`: there are no iterators or references into
-/// the index; every read and write goes through a batch, and results are
-/// copies. Throughput comes from large batches; a batch of one op works but
-/// pays the whole pipeline.
+/// the index, and results are copies. Work comes in three forms: batches of
+/// any ops (`submit(batch)`), n ops of one type over the caller's arrays,
+/// read and written in place (`submit(columns)`), and one key at a time
+/// (`get`, `contains`, `lower_bound`, answered on the calling thread;
+/// `put`, `insert`, `erase`, one-op batches through the queue). Throughput
+/// comes from large batches and columns.
 ///
 /// Threads: every member may be called from any number of threads at once.
 /// Batches (and loads) take effect one after another in the order their
