@@ -13,10 +13,11 @@
 // Finishing a batch fulfils its future or runs its callback on the
 // dispatcher thread; the futures of a folded job whose batches have no
 // callback are fulfilled in parallel on the arena's threads (each wakes a
-// client) while the dispatcher goes on to the next batch. While the
-// dispatcher has nothing to do, a submitting thread may take its baton and
-// answer a small batch of gets itself (config.caller_runs): no hand-over,
-// no wake-up either way.
+// client) while the dispatcher goes on to the next batch. Reads (point
+// reads, small batches of gets, lower_bounds and counts) are answered on
+// the threads that ask, beside each other and beside the dispatcher, while
+// no write runs and the writes submitted before them are done
+// (reader_gate): no hand-over, no wake-up either way.
 #include "index_impl.hpp"
 
 #include <tandem/device/device_query.hpp>

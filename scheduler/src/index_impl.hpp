@@ -18,8 +18,8 @@
 // thread writes its redo log record (config.storage_dir). Batches of gets
 // answered directly may run as reader tasks on the arena, several at once,
 // while the dispatcher goes on; any other batch's leaf phase, a load or a
-// barrier first waits for them. All parallel work runs on one TBB arena of
-// config.threads.
+// barrier first waits for them, and for the readers on callers' threads
+// (reader_gate). All parallel work runs on one TBB arena of config.threads.
 #include <tandem/index.hpp>
 
 #include <tandem/core/inner_layout.hpp>
