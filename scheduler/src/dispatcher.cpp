@@ -129,6 +129,7 @@ index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
   }
   if (!cfg_.storage_dir.empty()) logger_ = std::make_unique<scheduler::worker_thread>();  // log_: recover()
   dispatcher_ = std::thread([this] { dispatch(); });
+  dispatcher_id_ = dispatcher_.get_id();  // before any job: the queue orders it before every callback
 }
 
 index::impl::~impl() {
@@ -194,7 +195,7 @@ void index::impl::enqueue(std::unique_ptr<job> j) {
 }
 
 void index::impl::refuse_on_dispatcher(const char* what) const {
-  if (std::this_thread::get_id() == dispatcher_.get_id()) {
+  if (std::this_thread::get_id() == dispatcher_id_) {
     throw error(std::string("tandem::index::") + what +
                 " called from a callback of the same index: it would wait for the callback itself "
                 "(submit without waiting instead)");
@@ -271,6 +272,18 @@ bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
   if (readers_running_.load(std::memory_order_acquire) != 0) return false;
   scheduler::reader_gate::slot& slot = gate_.mine();
   if (!gate_.try_enter(slot, gate_.ticket())) return false;  // a write ahead of it: it queues behind
+  if (!gets_only) {
+    // A count over many leaves would hold every write up while it walks
+    // them: such a batch goes through the queue (its counts run in
+    // parallel there).
+    const inner_layout& l = *layout_;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (types[i] == op_type::count && l.find(args[i]) - l.find(keys[i]) > max_caller_count_leaves) {
+        gate_.leave(slot);
+        return false;
+      }
+    }
+  }
   const std::uint64_t sequence = gate_.sequence();
   batch_result result;
   std::exception_ptr failure;
@@ -362,9 +375,14 @@ template <class Read>
 auto index::impl::point_read(const char* what, Read&& read) {
   refuse_on_dispatcher(what);
   scheduler::reader_gate::slot& slot = gate_.mine();
-  const bool in = gate_.enter(slot, gate_.ticket());
-  if (!in || closing_.load()) {
-    if (in) gate_.leave(slot);  // the last touch: the destructor waits for it
+  // Counted as a call under way, as enqueue is, before closing_ is looked
+  // at: the destructor waits for the calls that began before it.
+  struct caller {
+    std::atomic<std::uint32_t>& n;
+    explicit caller(std::atomic<std::uint32_t>& c) : n(c) { n.fetch_add(1); }
+    ~caller() { n.fetch_sub(1, std::memory_order_release); }
+  } const counted(slot.callers);
+  if (closing_.load() || !gate_.enter(slot, gate_.ticket())) {
     throw error(std::string("tandem::index::") + what + " after the index's destruction began");
   }
   const auto answer = read(*layout_);  // no write runs while this reader is in
@@ -517,8 +535,10 @@ void index::impl::dispatch() {
         wait_for_answers();
         gate_.begin_write();
         run(j);
-        gate_.end_write();
+        // Counted (and numbered) before readers may enter again: a reader
+        // that sees the job's effect gets a number after it.
         gate_.writes_done(j->writes, sequence_);
+        gate_.end_write();
         delete j;
         continue;
       }
@@ -563,8 +583,8 @@ void index::impl::dispatch() {
       const serial_scope serial(small);
       leaf_stage(*ready);
     }
+    gate_.writes_done(writes, after);  // before readers may enter again (see above)
     if (exclusive) gate_.end_write();
-    gate_.writes_done(writes, after);
     if (needs_log(*ready)) {
       // Records go in queue order: the previous one is written first (its
       // sync may still run beside this one's write).

@@ -327,6 +327,9 @@ class index::impl {
   ///         the index's destruction has begun
   template <class Read>
   auto point_read(const char* what, Read&& read);
+  /// Most leaves past its first that a count of a batch answered on its
+  /// caller may span (run_on_caller); longer ones go through the queue.
+  static constexpr std::size_t max_caller_count_leaves = 8;
   /// Whether `j` counts as a write for reader_gate (job::writes).
   static bool may_write(const job& j) noexcept;
   void dispatch();
@@ -732,6 +735,7 @@ class index::impl {
   std::unique_ptr<scheduler::worker_thread> gpu_side_;   // GPU share of a split route
   std::unique_ptr<scheduler::worker_thread> scatter_;    // answers of the previous batch, on the GPU
   std::thread dispatcher_;
+  std::thread::id dispatcher_id_;  // dispatcher_'s, kept apart: its join() rewrites dispatcher_
   std::thread saver_;  // the latest save (start_save); joined before the next one and by the destructor
 
   // The redo log (config.storage_dir; persist.cpp). The logger thread writes
