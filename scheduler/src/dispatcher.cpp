@@ -138,6 +138,7 @@ index::impl::~impl() {
   // consistent), then drain the queue.
   closing_.store(true);
   gate_.wait_for_callers();
+  gate_.wait_for_readers();  // point reads under way (they look at closing_ once in)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -375,19 +376,15 @@ template <class Read>
 auto index::impl::point_read(const char* what, Read&& read) {
   refuse_on_dispatcher(what);
   scheduler::reader_gate::slot& slot = gate_.mine();
-  // Counted as a call under way, as enqueue is, before closing_ is looked
-  // at: the destructor waits for the calls that began before it.
-  struct caller {
-    std::atomic<std::uint32_t>& n;
-    explicit caller(std::atomic<std::uint32_t>& c) : n(c) { n.fetch_add(1); }
-    ~caller() { n.fetch_sub(1, std::memory_order_release); }
-  } const counted(slot.callers);
-  if (closing_.load() || !gate_.enter(slot, gate_.ticket())) {
+  // In (or waiting) before closing_ is looked at: the destructor sets
+  // closing_ and then waits for the readers in and waiting.
+  const bool in = gate_.enter(slot, gate_.ticket());
+  if (!in || closing_.load()) {
+    if (in) gate_.leave(slot);
     throw error(std::string("tandem::index::") + what + " after the index's destruction began");
   }
   const auto answer = read(*layout_);  // no write runs while this reader is in
-  slot.point_reads.fetch_add(1, std::memory_order_relaxed);
-  gate_.leave(slot);
+  gate_.leave(slot, true);
   return answer;
 }
 

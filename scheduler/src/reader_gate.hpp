@@ -34,11 +34,13 @@ class reader_gate {
   /// One slot: its readers and what they answered (for stats), on a line of
   /// their own.
   struct alignas(128) slot {
-    std::atomic<std::uint32_t> readers{0};
+    /// Readers in (the low 32 bits), and below them the one-key reads done
+    /// (index::get, contains, lower_bound), counted by the same operation
+    /// that lets the reader out (`leave(s, true)`).
+    std::atomic<std::uint64_t> readers{0};
     std::atomic<std::uint32_t> waiting{0};  // readers in `enter` waiting for a write
     std::atomic<std::uint32_t> callers{0};  // index::impl::enqueue calls under way
-    std::atomic<std::uint64_t> batches{0};      // batches answered on their callers
-    std::atomic<std::uint64_t> point_reads{0};  // one-key reads (index::get, contains, lower_bound)
+    std::atomic<std::uint64_t> batches{0};  // batches answered on their callers
     std::array<std::atomic<std::uint64_t>, op_type_count> ops{};  // ops of those batches, by type
   };
 
@@ -61,16 +63,19 @@ class reader_gate {
   bool try_enter(slot& s, std::uint64_t ticket) noexcept {
     s.readers.fetch_add(1);
     if (!writing_.load() && done_.load() >= ticket) return true;
-    s.readers.fetch_sub(1, std::memory_order_release);
+    leave(s);
     return false;
   }
   /// Registers a reader in `s`, waiting for the writes of `ticket` and for
   /// a running write: a brief spin, then asleep until the dispatcher wakes
   /// it. @return false, registering nothing, once `close` has begun.
   bool enter(slot& s, std::uint64_t ticket) {
-    if (try_enter(s, ticket)) return true;
-    // Counted as waiting, so that close() waits until it has gone.
+    s.readers.fetch_add(1);
+    if (!writing_.load() && done_.load() >= ticket) return true;
+    // Counted as waiting before it leaves, so that wait_for_readers (the
+    // index's destructor) never misses it.
     s.waiting.fetch_add(1);
+    leave(s);
     bool in = false;
     const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
     while (!closed_.load() && std::chrono::steady_clock::now() < spin_until) {
@@ -92,7 +97,12 @@ class reader_gate {
     s.waiting.fetch_sub(1, std::memory_order_release);
     return in;
   }
-  void leave(slot& s) noexcept { s.readers.fetch_sub(1, std::memory_order_release); }
+  /// Lets the reader of `s` out; `point_read` counts it as a one-key read.
+  void leave(slot& s, bool point_read = false) noexcept {
+    s.readers.fetch_add(point_read ? done_read - 1 : ~std::uint64_t{0}, std::memory_order_release);
+  }
+  /// One-key reads done in `s`.
+  [[nodiscard]] static std::uint64_t point_reads(const slot& s) noexcept { return s.readers.load() >> 32; }
 
   /// The sequence number of a read that entered now: that of the batch
   /// after the last write done (it sees every write numbered below it).
@@ -105,7 +115,7 @@ class reader_gate {
   void begin_write() noexcept {
     writing_.store(true);
     for (slot& s : slots_) {
-      while (s.readers.load() != 0) std::this_thread::yield();
+      while (in(s) != 0) std::this_thread::yield();
     }
   }
   void end_write() {
@@ -128,8 +138,13 @@ class reader_gate {
     writing_.store(true);
     { std::lock_guard<std::mutex> lock(mutex_); }
     wake_.notify_all();
-    for (slot& s : slots_) {
-      while (s.readers.load() != 0 || s.waiting.load() != 0) std::this_thread::yield();
+    wait_for_readers();
+  }
+  /// Waits until no slot has a reader in or waiting (a reader that comes
+  /// later must find it refused: the index's destructor sets closing first).
+  void wait_for_readers() const noexcept {
+    for (const slot& s : slots_) {
+      while (in(s) != 0 || s.waiting.load() != 0) std::this_thread::yield();
     }
   }
 
@@ -147,6 +162,9 @@ class reader_gate {
   }
 
  private:
+  /// slot::readers: one reader done (high half) and out (low half).
+  static constexpr std::uint64_t done_read = std::uint64_t{1} << 32;
+  [[nodiscard]] static std::uint64_t in(const slot& s) noexcept { return s.readers.load() & (done_read - 1); }
   /// How long a reader spins for a write ahead of it before it sleeps.
   static constexpr int spin_us = 50;
   [[nodiscard]] bool may_enter(std::uint64_t ticket) const noexcept {
