@@ -175,18 +175,21 @@ void index::impl::enqueue(std::unique_ptr<job> j) {
   // writes) is not counted: no read can be asked after its submit returned
   // and before it is done, so readers need not wait for it.
   j->writes = !j->awaited && may_write(*j) ? 1 : 0;
+  // Read before the push: from then on the dispatcher may run and delete
+  // the job.
+  const bool is_write = j->writes != 0;
   queued_.fetch_add(1);
   {
     // Writes enter the queue in the order they are counted (under one
     // lock), so a reader that finds as many done as it saw counted finds
     // every write counted before it done (reader_gate).
     std::unique_lock<std::mutex> counted_in_order(write_order_, std::defer_lock);
-    if (j->writes != 0) counted_in_order.lock();
+    if (is_write) counted_in_order.lock();
     if (!queue_.push(j.get())) {  // fails only when a queue node cannot be allocated
       queued_.fetch_sub(1, std::memory_order_acq_rel);
       throw std::bad_alloc();
     }
-    if (j->writes != 0) gate_.write_submitted();
+    if (is_write) gate_.write_submitted();
   }
   j.release();
   if (sleeping_.load()) {  // else it finds the job without a wake-up (queued_ is counted first)
