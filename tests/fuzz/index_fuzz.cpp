@@ -181,7 +181,10 @@ struct fuzzed_index {
   std::unique_ptr<tandem::index> idx;
   std::pmr::unsynchronized_pool_resource model_nodes;
   model_type model{model_type::map_type(&model_nodes)};
+  /// Sequence numbers so far (one submitting thread, in submission order):
+  /// one past the highest, and one past the last batch with writes.
   std::uint64_t next_sequence = 0;
+  std::uint64_t after_write = 0;
   std::uint64_t batches = 0;
   std::uint64_t ops = 0;
   std::uint64_t invalid_ops = 0;
@@ -522,10 +525,25 @@ class session {
     } catch (const std::exception& e) {
       fail("batch " + std::to_string(p.number) + " (" + p.how + ") failed as a whole: " + e.what());
     }
-    if (r.size() == p.ops.size() && r.sequence() != f_.next_sequence) {
-      report(p, {"sequence " + std::to_string(r.sequence()) + ", want " + std::to_string(f_.next_sequence)});
+    // Batches take effect in submission order (one submitting thread), and
+    // each sees the writes of the batches numbered below it. Reads
+    // answered on their caller take the number of the batch after the last
+    // write done (shared with it), so a batch of reads may be numbered
+    // anywhere from the last write's number + 1 up to the next number; a
+    // batch with writes gets the next number (or the one a read answered on
+    // its caller shared), above every earlier write.
+    const bool writes = std::any_of(p.ops.begin(), p.ops.end(), [](const op& o) {
+      return o.type == op_type::put || o.type == op_type::insert || o.type == op_type::erase;
+    });
+    const std::uint64_t s = r.sequence();
+    const std::uint64_t lowest = writes ? std::max(f_.after_write, f_.next_sequence == 0 ? 0 : f_.next_sequence - 1)
+                                        : f_.after_write;
+    if (r.size() == p.ops.size() && (s < lowest || s > f_.next_sequence)) {
+      report(p, {"sequence " + std::to_string(s) + ", want " + std::to_string(lowest) + " to " +
+                 std::to_string(f_.next_sequence)});
     }
-    ++f_.next_sequence;
+    f_.next_sequence = std::max(f_.next_sequence, s + 1);
+    if (writes) f_.after_write = s + 1;
     compare(p, r);
     if (p.number % 2 == 0) kept_.push_back({std::move(p), std::move(r)});
   }
