@@ -11,6 +11,7 @@
 #include <tandem/device/detail/descend_kernels.cuh>
 #include <tandem/device/detail/router_state.cuh>
 #include <tandem/device/detail/shuffle_kernels.cuh>
+#include <tandem/device/current_device.hpp>
 #include <tandem/device/device_query.hpp>
 #include <tandem/error.hpp>
 
@@ -236,8 +237,9 @@ gpu_router::gpu_router(const router_options& options) {
                         describe(report) + ")");
   }
 
-  // The state creates events: make the device current first.
-  TANDEM_CUDA_TRY(cudaSetDevice(options.device_ordinal));
+  // The state creates events: make the device current first (the caller's
+  // comes back when the constructor returns).
+  const device_scope current(options.device_ordinal);
   auto s = std::make_unique<state>(options);
   const detail::account_scope scope(s->account);
   s->info = *it;
@@ -253,11 +255,17 @@ gpu_router::gpu_router(const router_options& options) {
 
 gpu_router::~gpu_router() {
   if (!state_) return;
+  // The streams, events and device arrays are freed with the router's
+  // device current; the caller's comes back afterwards.
+  const int previous = current();
   (void)cudaSetDevice(state_->device);
   state_->drain_route();
   state_->drain_scatter();
   if (state_->upload_stream) (void)cudaStreamSynchronize(state_->upload_stream->get());
   constant_slot_registry::instance().release(state_->device, state_->constant_pair);
+  state_.reset();
+  if (previous >= 0) (void)cudaSetDevice(previous);
+  (void)cudaGetLastError();
 }
 
 void gpu_router::upload(const inner_layout& layout) {
@@ -426,6 +434,7 @@ void gpu_router::set_key_bound(std::size_t route_keys, std::size_t scatter_keys)
 
 std::size_t gpu_router::batch_bytes(std::size_t route_keys, std::size_t scatter_keys, bool with_args) const {
   const state& s = *state_;
+  s.set_device();  // CUB sizes its scratch for the current device
   // Per route key: keys x2, positions x2, ordinals (x2 without a full
   // sort), nodes, flags, group_begin, group_ordinal, hints, iota, batch
   // positions; with args: args x2, types x2. Per scatter answer: its value

@@ -56,7 +56,9 @@ const tandem::detail::column_source* pinned_column_source() noexcept {
 void* allocate_pinned(std::size_t bytes) {
   void* block = nullptr;
 #if defined(TANDEM_HAS_CUDA)
-  if (cudaMallocHost(&block, bytes + header) == cudaSuccess) {
+  // Portable: pinned for every device's context, whichever device is
+  // current on this thread (indexes on several GPUs share the pools).
+  if (cudaHostAlloc(&block, bytes + header, cudaHostAllocPortable) == cudaSuccess) {
     *static_cast<kind*>(block) = kind::pinned;
     return static_cast<char*>(block) + header;
   }

@@ -20,7 +20,7 @@
 // (reader_gate): no hand-over, no wake-up either way.
 #include "index_impl.hpp"
 
-#include <tandem/device/device_query.hpp>
+#include <tandem/device/current_device.hpp>
 #include <tandem/device/pinned.hpp>
 #include <tandem/error.hpp>
 
@@ -33,6 +33,7 @@
 #include <cmath>
 #include <limits>
 #include <new>
+#include <optional>
 #include <stdexcept>
 
 namespace tandem {
@@ -60,6 +61,7 @@ void validate_config(const config& c) {
   if (static_cast<unsigned>(c.device) > static_cast<unsigned>(device_kind::gpu)) {
     fail("device", "automatic, cpu or gpu", "the integer " + std::to_string(static_cast<unsigned>(c.device)));
   }
+  if (c.gpu_device < 0 || c.gpu_device > 1023) fail("gpu_device", "in [0, 1023]", std::to_string(c.gpu_device));
   if (c.small_batch_ops > two_to_32) {
     fail("small_batch_ops", "in [0, 2^32 = 4294967296]", std::to_string(c.small_batch_ops));
   }
@@ -104,6 +106,10 @@ thread_local bool index::impl::serial_stage_ = false;
 index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
   validate_config(cfg_);
   open_gpu();
+  // The GPU's calls below (the first upload) run on the caller's thread:
+  // its own current device comes back when the constructor returns.
+  std::optional<device::device_scope> caller_device;
+  if (gpu_) caller_device.emplace(gpu_->device_ordinal());
   memory_ = gpu_ ? scheduler::memory_kind::pinned : scheduler::memory_kind::ordinary;
   // From now on large batch columns are pinned: the GPU reads a batch's
   // keys (args, types) where the caller built them.
@@ -122,13 +128,19 @@ index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
   threads_ = static_cast<std::size_t>(threads);
   rebuild_table_from_store({});
   publish_stats(nullptr, false, 0);
-  lookahead_ = std::make_unique<scheduler::worker_thread>();
+  // The threads the index owns make its GPU current once (cudaSetDevice
+  // is per thread): whatever CUDA call they make goes to that device.
+  const auto on_gpu = [this] { use_gpu_device(); };
+  lookahead_ = std::make_unique<scheduler::worker_thread>(on_gpu);
   if (gpu_) {
-    gpu_side_ = std::make_unique<scheduler::worker_thread>();
-    scatter_ = std::make_unique<scheduler::worker_thread>();
+    gpu_side_ = std::make_unique<scheduler::worker_thread>(on_gpu);
+    scatter_ = std::make_unique<scheduler::worker_thread>(on_gpu);
   }
   if (!cfg_.storage_dir.empty()) logger_ = std::make_unique<scheduler::worker_thread>();  // log_: recover()
-  dispatcher_ = std::thread([this] { dispatch(); });
+  dispatcher_ = std::thread([this] {
+    use_gpu_device();
+    dispatch();
+  });
   dispatcher_id_ = dispatcher_.get_id();  // before any job: the queue orders it before every callback
 }
 

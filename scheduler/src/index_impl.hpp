@@ -420,6 +420,9 @@ class index::impl {
 
   // inner_sync.cpp
   void open_gpu();
+  /// Makes config.gpu_device current on the calling thread (one the index
+  /// owns) when the index uses a GPU.
+  void use_gpu_device() const noexcept;
   void sync_gpu();
   /// config.max_gpu_bytes: from the layout to upload and room for GPU
   /// scatters of `scatter` answers, the keys a route may take

@@ -9,6 +9,7 @@
 // memory leaves the table and layout as they were.
 #include "index_impl.hpp"
 
+#include <tandem/device/current_device.hpp>
 #include <tandem/device/device_query.hpp>
 #include <tandem/host/detail/fault_point.hpp>
 #include <tandem/host/sorted_runs.hpp>
@@ -40,13 +41,25 @@ void index::impl::open_gpu() {
   const device::device_report devices = device::query_devices();
   if (devices.devices.empty()) {
     if (cfg_.device == device_kind::gpu) {
-      throw error("tandem::config.device = gpu, but there is no usable GPU: " + devices.reason);
+      throw error("tandem::config.device = gpu, but there is no usable GPU (config.gpu_device = " +
+                  std::to_string(cfg_.gpu_device) + "; found " + device::describe(devices) + ")");
     }
     device_ = "cpu (" + device::describe(devices) + ")";
     return;
   }
+  const int ordinal = cfg_.gpu_device;
+  if (std::none_of(devices.devices.begin(), devices.devices.end(),
+                   [&](const device::device_info& d) { return d.ordinal == ordinal; })) {
+    // describe() names how many GPUs were found and what they are.
+    const std::string why = "config.gpu_device = " + std::to_string(ordinal) + " names no usable GPU (found " +
+                            device::describe(devices) + ")";
+    if (cfg_.device == device_kind::gpu) throw error("tandem::config.device = gpu, but " + why);
+    device_ = "cpu (" + why + ")";
+    return;
+  }
   try {
     device::router_options options;
+    options.device_ordinal = ordinal;
     options.order = cfg_.gpu_order == gpu_query_order::partial_sort ? device::aggregation::partial
                     : cfg_.gpu_order == gpu_query_order::none       ? device::aggregation::none
                                                                     : device::aggregation::full;
@@ -59,13 +72,21 @@ void index::impl::open_gpu() {
       options.calibration_keys = std::max<std::size_t>(options.chunk, 1024);
     }
     gpu_ = std::make_unique<device::gpu_router>(options);
-    device_ = "gpu " + gpu_->name();
+    device_ = "gpu " + std::to_string(ordinal) + ": " + gpu_->name();
   } catch (const std::exception& e) {
     if (cfg_.device == device_kind::gpu) {
-      throw error(std::string("tandem::config.device = gpu, but the GPU cannot be used: ") + e.what());
+      throw error("tandem::config.device = gpu, but GPU " + std::to_string(ordinal) + " cannot be used: " + e.what());
     }
     gpu_.reset();
-    device_ = std::string("cpu (GPU unusable: ") + e.what() + ")";
+    device_ = "cpu (GPU " + std::to_string(ordinal) + " unusable: " + e.what() + ")";
+  }
+}
+
+void index::impl::use_gpu_device() const noexcept {
+  if (!gpu_) return;
+  try {
+    device::make_current(gpu_->device_ordinal());
+  } catch (const std::exception&) {  // each GPU call makes it current again, and reports a failure
   }
 }
 

@@ -3,7 +3,9 @@
 // look-ahead route of the next batch, the GPU side of a split route, a GPU
 // scatter or a batch's redo log record.
 // Started once with the index, so no thread is created per batch. `start`
-// hands it a task, `wait` waits for it and rethrows what it threw.
+// hands it a task, `wait` waits for it and rethrows what it threw. An
+// optional first step runs on the thread before any task (the index makes
+// its GPU current there: cudaSetDevice is per thread); it must not throw.
 
 #include <condition_variable>
 #include <exception>
@@ -17,6 +19,11 @@ namespace tandem::scheduler {
 class worker_thread {
  public:
   worker_thread() : thread_([this] { loop(); }) {}
+  explicit worker_thread(std::function<void()> first)
+      : thread_([this, f = std::move(first)] {
+          if (f) f();
+          loop();
+        }) {}
   ~worker_thread() {
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -69,6 +69,17 @@ struct config {
   /// Where routing runs (see device_kind). Range: the enumerators of
   /// device_kind (an integer cast to it outside them is rejected).
   device_kind device = device_kind::automatic;
+  /// CUDA ordinal of the GPU the index routes on (as the CUDA runtime
+  /// numbers the devices this process sees: CUDA_VISIBLE_DEVICES applies),
+  /// so that one process can hold indexes on different GPUs. Every CUDA
+  /// call of the index runs with this device current on its thread, and
+  /// the caller's current device is put back after construction and
+  /// destruction. An ordinal that no GPU has: with device = gpu the
+  /// constructor throws tandem::error naming the ordinal and how many GPUs
+  /// were found; with automatic the index routes on the CPU and
+  /// stats().device says why. stats().device names the ordinal in use
+  /// ("gpu 1: NVIDIA H200 ..."). Range: [0, 1023].
+  int gpu_device = 0;
   /// Batches with fewer ops than this route on the CPU only. Range: any;
   /// 0 and 1 let every batch use the GPU.
   std::size_t min_gpu_batch = 1u << 14;

@@ -174,7 +174,8 @@ class index {
   ///        there: its checkpoint loaded and its redo log replayed (a torn
   ///        tail, from a crash mid-append, is cut at the last whole batch).
   /// @throws std::invalid_argument for a config value out of range
-  /// @throws tandem::error when config.device is gpu and no GPU is usable;
+  /// @throws tandem::error when config.device is gpu and no GPU is usable
+  ///         (or none has the ordinal config.gpu_device);
   ///         when the storage folder cannot be made or read, another index
   ///         holds it (the log's lock), or its checkpoint or log is
   ///         corrupt (naming the file and the fault)

@@ -73,7 +73,11 @@
 /// the idle buffer waits for it). Two calls of the same kind take turns (the
 /// second waits). Host staging copies of a route and a scatter take turns on
 /// the router's copy threads. Every call waits for its GPU work and makes the
-/// router's device current on the calling thread.
+/// router's device current on the calling thread (batch_bytes too), but the
+/// constructor and the destructor, which put back the caller's current
+/// device (device/current_device.hpp); sort_bytes, which is static, sizes
+/// for the device current on the calling thread. Routers on different
+/// devices of one process are independent.
 ///
 /// Errors: every failed CUDA call throws tandem::cuda_error naming the call,
 /// file and line; the router stays usable afterwards (a later call may

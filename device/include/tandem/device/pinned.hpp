@@ -12,8 +12,10 @@
 
 namespace tandem::device {
 
-/// @brief Allocates `bytes` of host memory, pinned when possible, aligned to
-///        64 bytes. Waits (pinning large buffers takes milliseconds).
+/// @brief Allocates `bytes` of host memory, pinned when possible (portable:
+///        pinned for every device, whichever is current on the calling
+///        thread), aligned to 64 bytes. Waits (pinning large buffers takes
+///        milliseconds).
 /// @throws std::bad_alloc when no memory at all can be had
 [[nodiscard]] void* allocate_pinned(std::size_t bytes);
 /// @brief Frees memory from allocate_pinned (nullptr is fine).

@@ -99,7 +99,8 @@ class device_array {
 };
 
 /// Page-locked host array that only grows (staging: always really pinned,
-/// unlike device::allocate_pinned, which falls back to ordinary memory).
+/// unlike device::allocate_pinned, which falls back to ordinary memory;
+/// portable, like it: pinned for every device's context).
 template <class T>
 class pinned_buffer {
  public:
@@ -112,7 +113,7 @@ class pinned_buffer {
   void reserve(std::size_t n) {
     if (n <= capacity_) return;
     release();
-    TANDEM_CUDA_TRY(cudaMallocHost(reinterpret_cast<void**>(&data_), n * sizeof(T)));
+    TANDEM_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&data_), n * sizeof(T), cudaHostAllocPortable));
     capacity_ = n;
   }
   void release() noexcept {
