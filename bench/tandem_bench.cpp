@@ -13,6 +13,10 @@
 /// point starts from the same contents), prints one row per point with the
 /// stage times, and with --plot draws throughput against share (gnuplot).
 ///
+/// --shards N runs N indexes over N key ranges, shard i on GPU i mod (GPUs
+/// found), a client cutting each batch by range, beside one shard on one GPU
+/// (src/shards.hpp).
+///
 /// Timing is end to end: for tandem from the first submit to the last
 /// result (host input to host output); all batches are generated up front,
 /// outside the timed region. Beside the stage times, tandem's stage table
@@ -37,6 +41,7 @@
 #include "src/plot.hpp"
 #include "src/probe.hpp"
 #include "src/report.hpp"
+#include "src/shards.hpp"
 #include "src/tables.hpp"
 #include "src/tandem_run.hpp"
 #include "src/workload.hpp"
@@ -175,6 +180,9 @@ int main(int argc, char** argv) {
   cfg.device = opt.device == "gpu"   ? tandem::device_kind::gpu
                : opt.device == "cpu" ? tandem::device_kind::cpu
                                      : tandem::device_kind::automatic;
+  // --shards: indexes of their own (src/shards.hpp).
+  if (opt.shards != 0) return run_shards(opt, spec, cfg, warmup);
+
   std::unique_ptr<tandem::index> idx;
   try {
     idx = std::make_unique<tandem::index>(cfg);

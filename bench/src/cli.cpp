@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -354,6 +355,17 @@ int parse_command_line(int argc, char** argv, options& opt) {
   app.add_option("--clients", opt.clients, "--client-work: client threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  app.add_option("--shards", opt.shards,
+                 "What more GPUs give this host: N indexes over N equal key ranges, shard i on GPU i mod (GPUs "
+                 "found) (config.gpu_device), each loaded with its range's keys (--keys is the keys of one shard: "
+                 "N times as many are loaded). One client thread cuts each batch by range, submits every shard's "
+                 "part at once and puts the answers back in batch order, up to --inflight batches in flight; "
+                 "timed from the first cut to the last answer put back. In the same run, first, one shard on one "
+                 "GPU holding --keys keys runs the same ops count in batches of the same size; prints both, each "
+                 "shard's GPU and the ratio. Workloads C, A, B and load; no baselines, probe or sweep; --verify "
+                 "(C only) checks every get inside the timed run")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{256}))
+      ->type_name("N");
   app.add_option("--latency-api", opt.latency_api,
                  "--sweep latency: how a tandem client asks: batch (a batch of B ops, submitted) or point (B calls "
                  "of the one-key API, index::get and index::put, one after another; timed together)")
@@ -442,6 +454,27 @@ int parse_command_line(int argc, char** argv, options& opt) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (opt.shards != 0) {
+    const std::string w = opt.workload;
+    const char* refused = nullptr;
+    if (w != "C" && w != "A" && w != "B" && w != "load") {
+      refused = "runs workloads of point ops: C, A, B or load";
+    } else if (!opt.sweep.empty()) {
+      refused = "runs no --sweep";
+    } else if (opt.client_work) {
+      refused = "is a client run already (no --client-work)";
+    } else if (!(opt.log_sync.size() == 1 && opt.log_sync[0] == "off")) {
+      refused = "runs without a redo log (no --log-sync)";
+    } else if (opt.verify && w != "C") {
+      refused = "checks answers of workload C only (--verify)";
+    } else if (!opt.plot.empty()) {
+      refused = "draws no plot (--plot)";
+    }
+    if (refused) {
+      std::fprintf(stderr, "tandem-bench: --shards %s\n", refused);
+      return 2;
+    }
   }
   return -1;
 }

@@ -62,6 +62,7 @@ struct options {
   std::string latency_api = "batch";                             ///< --sweep latency: batch | point
   bool client_work = false;  ///< --client-work: also the run with batches built and answers read on client threads
   std::size_t clients = 1;   ///< --clients: client threads of --client-work
+  std::size_t shards = 0;    ///< --shards: indexes over equal key ranges (0: one index, the usual run)
   std::string warmup = "auto";
   std::string plot;
   std::string plot_csv;

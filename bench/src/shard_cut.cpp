@@ -1,0 +1,113 @@
+#include "shard_cut.hpp"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace tandem_bench {
+namespace {
+
+__extension__ using u128 = unsigned __int128;
+
+/// Ops a chunk of the input holds: each is counted, then written, by one task.
+constexpr std::size_t cut_chunk = std::size_t{1} << 16;
+
+}  // namespace
+
+std::vector<tandem::key_type> equal_ranges(std::size_t shards) {
+  if (shards == 0) throw std::invalid_argument("equal_ranges: at least one shard");
+  std::vector<tandem::key_type> lows(shards);
+  for (std::size_t i = 0; i < shards; ++i) {
+    const u128 scaled = static_cast<u128>(i) << 64;
+    lows[i] = static_cast<tandem::key_type>((scaled + shards - 1) / shards);
+  }
+  return lows;
+}
+
+std::size_t shard_of(const std::vector<tandem::key_type>& lows, tandem::key_type key) noexcept {
+  return static_cast<std::size_t>(std::upper_bound(lows.begin() + 1, lows.end(), key) - lows.begin()) - 1;
+}
+
+shard_cut::shard_cut(std::size_t capacity, std::size_t shards, bool with_args)
+    : begin(shards + 1, 0),
+      keys(capacity),
+      args(with_args ? capacity : 0),
+      types(with_args ? capacity : 0),
+      positions(capacity),
+      chunk_counts(((capacity + cut_chunk - 1) / cut_chunk) * shards) {
+  if (shards == 0) throw std::invalid_argument("shard_cut: at least one shard");
+  if (capacity >= (std::size_t{1} << 32)) {
+    throw std::invalid_argument("shard_cut: batches of at most 2^32 - 1 ops (positions are 32-bit), asked " +
+                                std::to_string(capacity));
+  }
+}
+
+void cut_by_range(const tandem::key_type* keys, const std::uint64_t* args, const tandem::op_type* types,
+                  std::size_t n, const std::vector<tandem::key_type>& lows, shard_cut& out) {
+  const std::size_t shards = out.shards();
+  if (lows.size() != shards) throw std::invalid_argument("cut_by_range: one low bound a shard");
+  if (n > out.keys.size()) throw std::invalid_argument("cut_by_range: more ops than the cut has room for");
+  const bool with_args = args != nullptr, with_types = types != nullptr;
+  if ((with_args || with_types) && out.args.size() < n) {
+    throw std::invalid_argument("cut_by_range: the cut has no room for args and types");
+  }
+  const std::size_t chunks = (n + cut_chunk - 1) / cut_chunk;
+  std::size_t* counts = out.chunk_counts.data();  // [chunk][shard]
+  auto chunk_range = [&](std::size_t c) { return std::pair{c * cut_chunk, std::min(n, (c + 1) * cut_chunk)}; };
+  // Pass 1: ops of each range in each chunk.
+  tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
+    std::size_t* mine = counts + c * shards;
+    std::fill(mine, mine + shards, std::size_t{0});
+    const auto [lo, hi] = chunk_range(c);
+    for (std::size_t i = lo; i < hi; ++i) ++mine[shard_of(lows, keys[i])];
+  });
+  // Where each chunk's ops of each range go: range by range, chunk by
+  // chunk, so every part keeps batch order.
+  std::size_t at = 0;
+  for (std::size_t s = 0; s < shards; ++s) {
+    out.begin[s] = at;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const std::size_t count = counts[c * shards + s];
+      counts[c * shards + s] = at;
+      at += count;
+    }
+  }
+  out.begin[shards] = at;
+  // Pass 2: each op to its place.
+  tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
+    std::size_t* next = counts + c * shards;
+    const auto [lo, hi] = chunk_range(c);
+    for (std::size_t i = lo; i < hi; ++i) {
+      const std::size_t j = next[shard_of(lows, keys[i])]++;
+      out.keys[j] = keys[i];
+      out.positions[j] = static_cast<std::uint32_t>(i);
+      if (with_args) out.args[j] = args[i];
+      if (with_types) out.types[j] = types[i];
+    }
+  });
+}
+
+std::uint64_t put_back(const shard_cut& cut, std::size_t s, const tandem::value_type* values,
+                       const std::uint8_t* found, tandem::value_type* values_out, std::uint8_t* found_out) {
+  const std::size_t first = cut.begin[s];
+  const std::size_t n = cut.part_size(s);
+  const std::uint32_t* positions = cut.positions.data() + first;
+  return tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(0, n, cut_chunk / 4), std::uint64_t{0},
+      [&](const tbb::blocked_range<std::size_t>& r, std::uint64_t hits) {
+        for (std::size_t j = r.begin(); j < r.end(); ++j) {
+          const std::uint32_t p = positions[j];
+          if (values_out != nullptr) values_out[p] = values[j];
+          found_out[p] = found[j];
+          hits += found[j];
+        }
+        return hits;
+      },
+      [](std::uint64_t a, std::uint64_t b) { return a + b; });
+}
+
+}  // namespace tandem_bench
