@@ -260,15 +260,7 @@ shard_run measure(const options& opt, workload_spec spec, std::size_t shards, co
   out.shards = shards;
   out.system = "tandem " + std::to_string(shards) + (shards == 1 ? " shard" : " shards");
   const std::string label = std::to_string(shards) + (shards == 1 ? " shard" : " shards");
-  dataset ds;
-  std::vector<std::vector<tandem::op>> warm;
-  {
-    progress_bar bar(label + " setup", dataset_steps, "steps");
-    ds = make_dataset(spec, [&](std::size_t done) { bar.update(done); });
-    warm = make_warmup_batches(ds, spec, warmup);
-  }
-  const std::vector<key_type> lows = equal_ranges(shards);
-
+  // The indexes first: a bad --device fails before any work.
   std::vector<std::unique_ptr<tandem::index>> owned;
   std::vector<tandem::index*> idx;
   for (std::size_t s = 0; s < shards; ++s) {
@@ -282,6 +274,15 @@ shard_run measure(const options& opt, workload_spec spec, std::size_t shards, co
     }
     idx.push_back(owned.back().get());
   }
+
+  dataset ds;
+  std::vector<std::vector<tandem::op>> warm;
+  {
+    progress_bar bar(label + " setup", dataset_steps, "steps");
+    ds = make_dataset(spec, [&](std::size_t done) { bar.update(done); });
+    warm = make_warmup_batches(ds, spec, warmup);
+  }
+  const std::vector<key_type> lows = equal_ranges(shards);
 
   // Each shard loads its range's pairs.
   const std::size_t n = ds.load_keys.size();
