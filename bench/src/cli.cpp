@@ -360,7 +360,9 @@ int parse_command_line(int argc, char** argv, options& opt) {
                  "found) (config.gpu_device), each loaded with its range's keys (--keys is the keys of one shard: "
                  "N times as many are loaded). One client thread cuts each batch by range, submits every shard's "
                  "part at once and puts the answers back in batch order, up to --inflight batches in flight; "
-                 "timed from the first cut to the last answer put back. In the same run, first, one shard on one "
+                 "timed from the first cut to the last answer put back; its key and answer arrays are pinned. "
+                 "With --threads 0 each shard gets max(1, hardware threads / N) threads (the one shard all of "
+                 "them). In the same run, first, one shard on one "
                  "GPU holding --keys keys runs the same ops count in batches of the same size; prints both, each "
                  "shard's GPU and the ratio. Workloads C, A, B and load; no baselines, probe or sweep; --verify "
                  "(C only) checks every get inside the timed run")

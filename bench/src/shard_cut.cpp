@@ -16,6 +16,16 @@ __extension__ using u128 = unsigned __int128;
 /// Ops a chunk of the input holds: each is counted, then written, by one task.
 constexpr std::size_t cut_chunk = std::size_t{1} << 16;
 
+/// @return `shards`, once the bounds hold (before any array is pinned)
+std::size_t checked_shards(std::size_t capacity, std::size_t shards) {
+  if (shards == 0) throw std::invalid_argument("shard_cut: at least one shard");
+  if (capacity >= (std::size_t{1} << 32)) {
+    throw std::invalid_argument("shard_cut: batches of at most 2^32 - 1 ops (positions are 32-bit), asked " +
+                                std::to_string(capacity));
+  }
+  return shards;
+}
+
 }  // namespace
 
 std::vector<tandem::key_type> equal_ranges(std::size_t shards) {
@@ -32,19 +42,13 @@ std::size_t shard_of(const std::vector<tandem::key_type>& lows, tandem::key_type
   return static_cast<std::size_t>(std::upper_bound(lows.begin() + 1, lows.end(), key) - lows.begin()) - 1;
 }
 
-shard_cut::shard_cut(std::size_t capacity, std::size_t shards, bool with_args)
-    : begin(shards + 1, 0),
-      keys(capacity),
-      args(with_args ? capacity : 0),
-      types(with_args ? capacity : 0),
-      positions(capacity),
-      chunk_counts(((capacity + cut_chunk - 1) / cut_chunk) * shards) {
-  if (shards == 0) throw std::invalid_argument("shard_cut: at least one shard");
-  if (capacity >= (std::size_t{1} << 32)) {
-    throw std::invalid_argument("shard_cut: batches of at most 2^32 - 1 ops (positions are 32-bit), asked " +
-                                std::to_string(capacity));
-  }
-}
+shard_cut::shard_cut(std::size_t capacity, std::size_t shards, bool with_args, bool pinned)
+    : begin(checked_shards(capacity, shards) + 1, 0),
+      keys(capacity, pinned_allocator<tandem::key_type>(pinned)),
+      args(with_args ? capacity : 0, pinned_allocator<std::uint64_t>(pinned)),
+      types(with_args ? capacity : 0, pinned_allocator<tandem::op_type>(pinned)),
+      positions(capacity, pinned_allocator<std::uint32_t>(pinned)),
+      chunk_counts(((capacity + cut_chunk - 1) / cut_chunk) * shards) {}
 
 void cut_by_range(const tandem::key_type* keys, const std::uint64_t* args, const tandem::op_type* types,
                   std::size_t n, const std::vector<tandem::key_type>& lows, shard_cut& out) {

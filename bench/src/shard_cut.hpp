@@ -10,7 +10,10 @@
 /// The parts lie back to back in one set of arrays (a counting sort by
 /// range, stable), so a part is a window of them that an index reads and
 /// answers in place. Both passes run in parallel on the calling thread's
-/// TBB arena.
+/// TBB arena. The cut's arrays are pinned by default (pinned_vector.hpp),
+/// so an index on a GPU reads a part's keys directly, without staging.
+
+#include "pinned_vector.hpp"
 
 #include <tandem/batch.hpp>
 #include <tandem/core/types.hpp>
@@ -42,20 +45,24 @@ namespace tandem_bench {
 ///     positions[0..n)         each op's place in the batch: within a part
 ///                             they increase; over all parts they are a
 ///                             permutation of 0..n-1
+///
+/// keys, args, types and positions are page-locked unless the cut is made
+/// with pinned = false (a cut used once, too large to pin, as the load's).
 struct shard_cut {
   /// @param capacity most ops a batch holds (< 2^32)
   /// @param with_args room for args and types too
-  shard_cut(std::size_t capacity, std::size_t shards, bool with_args);
+  /// @param pinned    the arrays in page-locked memory, else ordinary memory
+  shard_cut(std::size_t capacity, std::size_t shards, bool with_args, bool pinned = true);
 
   [[nodiscard]] std::size_t shards() const noexcept { return begin.size() - 1; }
   [[nodiscard]] std::size_t size() const noexcept { return begin.back(); }
   [[nodiscard]] std::size_t part_size(std::size_t s) const noexcept { return begin[s + 1] - begin[s]; }
 
   std::vector<std::size_t> begin;
-  std::vector<tandem::key_type> keys;
-  std::vector<std::uint64_t> args;
-  std::vector<tandem::op_type> types;
-  std::vector<std::uint32_t> positions;
+  pinned_vector<tandem::key_type> keys;
+  pinned_vector<std::uint64_t> args;
+  pinned_vector<tandem::op_type> types;
+  pinned_vector<std::uint32_t> positions;
   /// Per chunk of the input and range: ops counted, then where they go.
   std::vector<std::size_t> chunk_counts;
 };

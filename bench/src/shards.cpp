@@ -1,5 +1,6 @@
 #include "shards.hpp"
 
+#include "pinned_vector.hpp"
 #include "report.hpp"
 #include "shard_cut.hpp"
 #include "tables.hpp"
@@ -40,10 +41,11 @@ struct index_failure : std::runtime_error {
 };
 
 /// A batch as its client holds it: keys, and args and types unless every op
-/// is a get.
+/// is a get. The keys are pinned: an index on a GPU reads a batch's (one
+/// shard) directly. Args and types are only read by the client thread.
 struct client_batch {
   bool gets_only = true;
-  std::vector<key_type> keys;
+  pinned_vector<key_type> keys;
   std::vector<std::uint64_t> args;
   std::vector<op_type> types;
 };
@@ -98,7 +100,8 @@ std::uint64_t wrong_gets(const client_batch& b, const value_type* values, const 
 }
 
 /// One batch in flight and the arrays it uses, sized for the largest batch
-/// and touched once, before any timing.
+/// and touched once, before any timing. The arrays an index reads or
+/// answers into are pinned, so that its GPU copies them directly.
 struct slot {
   slot(std::size_t capacity, std::size_t shards, bool with_args)
       : cut(shards > 1 ? capacity : 0, shards, with_args && shards > 1),
@@ -111,10 +114,10 @@ struct slot {
 
   const client_batch* b = nullptr;
   shard_cut cut;                        // the batch cut by range (more than one shard)
-  std::vector<value_type> values;       // gets: the parts' answers, part after part
-  std::vector<std::uint8_t> found;
-  std::vector<value_type> values_out;   // the answers in batch order
-  std::vector<std::uint8_t> found_out;
+  pinned_vector<value_type> values;     // gets: the parts' answers, part after part
+  pinned_vector<std::uint8_t> found;
+  pinned_vector<value_type> values_out; // the answers in batch order
+  pinned_vector<std::uint8_t> found_out;
   std::vector<std::future<void>> columns_done;                // a shard's part of gets
   std::vector<std::future<tandem::batch_result>> batch_done;  // a shard's part of other ops
 
@@ -242,6 +245,10 @@ struct shard_run {
   std::string system;
   std::size_t shards = 0;
   std::uint64_t keys = 0;     ///< pairs loaded, over all shards
+  std::size_t threads = 0;    ///< config.threads of each index
+  /// Of the arrays the client hands an index for gets, how many the index
+  /// takes for pinned (page_locked), and how many there are.
+  std::size_t pinned_arrays = 0, client_arrays = 0;
   double load_seconds = 0;    ///< summed over the shards (they load one after another)
   client_figures client;
   std::vector<std::string> devices;      ///< stats().device of each shard
@@ -258,6 +265,7 @@ shard_run measure(const options& opt, workload_spec spec, std::size_t shards, co
                   const tandem::device::device_report& gpus, std::uint64_t warmup) {
   shard_run out;
   out.shards = shards;
+  out.threads = base.threads;
   out.system = "tandem " + std::to_string(shards) + (shards == 1 ? " shard" : " shards");
   const std::string label = std::to_string(shards) + (shards == 1 ? " shard" : " shards");
   // The indexes first: a bad --device fails before any work.
@@ -295,7 +303,9 @@ shard_run measure(const options& opt, workload_spec spec, std::size_t shards, co
       idx[0]->load(ds.load_keys.data(), ds.load_values.data(), n);
       load_seconds[0] = since(t0);
     } else {
-      shard_cut pairs(n, shards, true);
+      // Used once and as large as the load: ordinary memory, as the one
+      // shard's load arrays are.
+      shard_cut pairs(n, shards, true, false);
       cut_by_range(ds.load_keys.data(), ds.load_values.data(), nullptr, n, lows, pairs);
       std::vector<key_type>().swap(ds.load_keys);
       std::vector<value_type>().swap(ds.load_values);
@@ -327,6 +337,21 @@ shard_run measure(const options& opt, workload_spec spec, std::size_t shards, co
     slots.push_back(std::make_unique<slot>(capacity, shards, with_args));
   }
 
+  {
+    // What an index on a GPU will read directly: a get's keys (the batch's
+    // own with one shard, the cut's with more) and its answer arrays.
+    const slot& sl = *slots.front();
+    std::vector<const void*> arrays;
+    if (shards == 1) {
+      if (!run_batches.empty()) arrays.push_back(run_batches.front().keys.data());
+      arrays.insert(arrays.end(), {sl.values_out.data(), sl.found_out.data()});
+    } else {
+      arrays.insert(arrays.end(), {sl.cut.keys.data(), sl.values.data(), sl.found.data()});
+    }
+    for (const void* a : arrays) out.pinned_arrays += page_locked(a);
+    out.client_arrays = arrays.size();
+  }
+
   if (!warm_batches.empty()) (void)drive(idx, lows, warm_batches, slots, false, label + " warm-up");
   std::vector<tandem::stats> before;
   for (tandem::index* i : idx) before.push_back(i->stats());
@@ -353,8 +378,7 @@ shard_run measure(const options& opt, workload_spec spec, std::size_t shards, co
   return out;
 }
 
-json row_of_run(const shard_run& r, const shard_run& one, const options& opt, const workload_spec& spec,
-                std::size_t threads) {
+json row_of_run(const shard_run& r, const shard_run& one, const options& opt, const workload_spec& spec) {
   json j;
   j["system"] = r.system;
   j["shards"] = r.shards;
@@ -365,7 +389,8 @@ json row_of_run(const shard_run& r, const shard_run& one, const options& opt, co
   j["ops"] = r.client.run.ops;
   j["batch"] = spec.batch;
   j["inflight"] = opt.inflight;
-  j["threads"] = threads;
+  j["threads"] = r.threads;  // each index's
+  j["client_arrays_pinned"] = r.pinned_arrays == r.client_arrays;
   j["device"] = opt.device;
   std::string devices;
   for (const std::string& d : r.devices) devices += (devices.empty() ? "" : "; ") + d;
@@ -395,15 +420,26 @@ int run_shards(const options& opt, const workload_spec& spec, const tandem::conf
   const std::size_t n = opt.shards;
   const tandem::device::device_report gpus = tandem::device::query_devices();
   const std::size_t found = gpus.devices.size();
+  // --threads 0 (one per hardware thread): the one shard keeps them all,
+  // the N shards share them out, so N arenas do not oversubscribe the host.
   const std::size_t threads = cfg.threads;
+  const std::size_t shard_threads = opt.threads == 0 ? std::max<std::size_t>(1, threads / n) : threads;
   std::printf("shards: %zu indexes over %zu equal key ranges, %s keys a shard (%s in all), shard i on GPU i mod %zu "
               "(%s); one shard on one GPU, %s keys, in the same run\n",
               n, n, pow2_text(spec.keys).c_str(), pow2_text(spec.keys * n).c_str(), std::max<std::size_t>(found, 1),
               tandem::device::describe(gpus).c_str(), pow2_text(spec.keys).c_str());
   std::printf("  one client thread: each batch cut by range, every shard's part submitted at once, the answers put "
               "back in batch order; up to %zu batches in flight; timed from the first cut to the last answer put "
-              "back (one shard: its arrays handed over as they are)%s\n",
+              "back (one shard: its arrays handed over as they are); the client's key and answer arrays pinned in both "
+              "runs (an index on a GPU copies them directly, no staging)%s\n",
               opt.inflight, opt.verify ? "; --verify checks every get inside the timed run" : "");
+  if (opt.threads == 0) {
+    std::printf("  threads: one shard %zu (one per hardware thread); each of the %zu shards %zu (the hardware "
+                "threads shared out: max(1, %zu / %zu))\n",
+                threads, n, shard_threads, threads, n);
+  } else {
+    std::printf("  threads: %zu an index (--threads), one shard and each of the %zu shards\n", threads, n);
+  }
   std::fflush(stdout);
 
   shard_run one, many;
@@ -411,7 +447,9 @@ int run_shards(const options& opt, const workload_spec& spec, const tandem::conf
     one = measure(opt, spec, 1, cfg, gpus, warmup);
     workload_spec all = spec;
     all.keys = spec.keys * n;
-    many = measure(opt, all, n, cfg, gpus, warmup);
+    tandem::config shard_cfg = cfg;
+    shard_cfg.threads = shard_threads;
+    many = measure(opt, all, n, shard_cfg, gpus, warmup);
   } catch (const index_failure& e) {
     std::fprintf(stderr, "tandem-bench: --shards: %s\n", e.what());
     return 2;
@@ -430,9 +468,15 @@ int run_shards(const options& opt, const workload_spec& spec, const tandem::conf
   }
   print_systems_table({&rows[0], &rows[1]}, entries_column::none);
   for (const shard_run* r : {&one, &many}) {
-    std::printf("%s (client: cut %.3f s, submit %.3f s, wait %.3f s, %s %.3f s):\n", r->system.c_str(),
-                r->client.cutting, r->client.submitting, r->client.waiting,
-                r->shards == 1 ? "read answers" : "put back", r->client.putting_back);
+    const std::string pinned = r->pinned_arrays == r->client_arrays ? std::string("pinned")
+                               : r->pinned_arrays == 0
+                                   ? std::string("in ordinary memory (nothing pinned here)")
+                                   : std::to_string(r->pinned_arrays) + " of " + std::to_string(r->client_arrays) +
+                                         " pinned";
+    std::printf("%s (%zu thread%s an index; client arrays %s; client: cut %.3f s, submit %.3f s, wait %.3f s, "
+                "%s %.3f s):\n",
+                r->system.c_str(), r->threads, r->threads == 1 ? "" : "s", pinned.c_str(), r->client.cutting, r->client.submitting,
+                r->client.waiting, r->shards == 1 ? "read answers" : "put back", r->client.putting_back);
     for (const std::string& line : r->shard_lines) std::printf("%s\n", line.c_str());
   }
   const double one_rate = static_cast<double>(one.client.run.ops) / one.client.run.seconds;
@@ -451,7 +495,7 @@ int run_shards(const options& opt, const workload_spec& spec, const tandem::conf
                 static_cast<unsigned long long>(many.client.wrong));
     if (one.client.wrong + many.client.wrong != 0) status = 1;
   }
-  const std::vector<json> out{row_of_run(one, one, opt, spec, threads), row_of_run(many, one, opt, spec, threads)};
+  const std::vector<json> out{row_of_run(one, one, opt, spec), row_of_run(many, one, opt, spec)};
   try {
     if (!opt.csv.empty()) write_csv(opt.csv, out, opt.csv_append);
     if (!opt.json.empty()) write_json(opt.json, out);

@@ -10,7 +10,12 @@
 /// tandem::batch built from the part's arrays) and, once the parts are
 /// answered, puts every answer back in batch order and counts the found
 /// ones; up to --inflight batches are in flight. Timed from the first cut
-/// to the last answer put back: host input to host output.
+/// to the last answer put back: host input to host output. The client's
+/// key and answer arrays are pinned (pinned_vector.hpp) in both runs, so an
+/// index on a GPU copies them directly and neither run pays the staging of
+/// pageable arrays. With --threads 0 each of the N shards gets
+/// max(1, hardware threads / N) threads, so that N arenas do not
+/// oversubscribe the host; the one shard keeps them all.
 ///
 /// In the same invocation, and first, one shard on one GPU (the first GPU
 /// found) holds --keys keys of its own and runs the same number of ops in

@@ -2,10 +2,16 @@
 // and the range a key belongs to (as np.searchsorted finds it), a batch cut
 // by range into parts that keep batch order, and answers put back at their
 // batch positions, over sizes 0, 1, around the cut's chunk and larger,
-// checked against a plain loop.
+// checked against a plain loop; the pinned arrays it cuts into
+// (bench/src/pinned_vector.hpp).
+#include "bench/src/pinned_vector.hpp"
 #include "bench/src/shard_cut.hpp"
 
+#include <tandem/device/device_query.hpp>
+
 #include <gtest/gtest.h>
+
+#include <type_traits>
 
 #include <algorithm>
 #include <cstdint>
@@ -20,6 +26,9 @@ using tandem::op_type;
 using tandem::value_type;
 using tandem_bench::cut_by_range;
 using tandem_bench::equal_ranges;
+using tandem_bench::page_locked;
+using tandem_bench::pinned_allocator;
+using tandem_bench::pinned_vector;
 using tandem_bench::put_back;
 using tandem_bench::shard_cut;
 using tandem_bench::shard_of;
@@ -67,8 +76,9 @@ TEST(ShardCut, KeyGoesToTheLastRangeStartingAtOrBelowIt) {
 
 /// Cuts a random batch of n ops (edge keys included) over `lows`, checks
 /// the parts against the input, then puts made-up answers back.
-void check_cut(const std::vector<key_type>& lows, std::size_t n, std::uint64_t seed) {
-  SCOPED_TRACE(::testing::Message() << "shards " << lows.size() << " n " << n << " seed " << seed);
+void check_cut(const std::vector<key_type>& lows, std::size_t n, std::uint64_t seed, bool pinned = true) {
+  SCOPED_TRACE(::testing::Message() << "shards " << lows.size() << " n " << n << " seed " << seed << " pinned "
+                                    << pinned);
   std::mt19937_64 rng(seed);
   std::vector<key_type> keys(n);
   std::vector<std::uint64_t> args(n);
@@ -79,7 +89,9 @@ void check_cut(const std::vector<key_type>& lows, std::size_t n, std::uint64_t s
     args[i] = rng();
     types[i] = rng() % 2 ? op_type::get : op_type::put;
   }
-  shard_cut cut(n + 5, lows.size(), true);
+  shard_cut cut(n + 5, lows.size(), true, pinned);
+  EXPECT_EQ(cut.keys.get_allocator().pinned(), pinned);
+  EXPECT_EQ(cut.positions.get_allocator().pinned(), pinned);
   cut_by_range(keys.data(), args.data(), types.data(), n, lows, cut);
   ASSERT_EQ(cut.shards(), lows.size());
   ASSERT_EQ(cut.begin.front(), 0u);
@@ -137,6 +149,8 @@ TEST(ShardCut, PartsKeepBatchOrderAndAnswersComeBackInPlace) {
     check_cut(equal_ranges(shards), rng() % 400'000, rng());
   }
   check_cut({0, 100, 100, key_type{1} << 40}, 5000, rng());
+  // In ordinary memory (as the load's cut) it cuts the same.
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, 3 * chunk + 17}) check_cut(equal_ranges(3), n, rng(), false);
 }
 
 TEST(ShardCut, KeysAloneAreCutWithoutArgs) {
@@ -154,6 +168,47 @@ TEST(ShardCut, KeysAloneAreCutWithoutArgs) {
   EXPECT_THROW(cut_by_range(keys.data(), args.data(), nullptr, keys.size(), lows, cut), std::invalid_argument);
   const std::vector<key_type> more(keys.size() + 1, 0);
   EXPECT_THROW(cut_by_range(more.data(), nullptr, nullptr, more.size(), lows, cut), std::invalid_argument);
+}
+
+TEST(ShardCut, PinnedVectorIsAVectorOfAlignedZeroedMemory) {
+  static_assert(std::is_same_v<decltype(shard_cut::keys), pinned_vector<key_type>>);
+  static_assert(std::is_same_v<decltype(shard_cut::types), pinned_vector<op_type>>);
+  for (const bool pinned : {true, false}) {
+    SCOPED_TRACE(pinned);
+    pinned_vector<std::uint64_t> v(1000, pinned_allocator<std::uint64_t>(pinned));
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(v.data()) % 64, 0u);
+    EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](std::uint64_t x) { return x == 0; }));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = i * 7;
+    v.resize(100'000);  // moves to a new block of the same kind
+    EXPECT_EQ(v.get_allocator().pinned(), pinned);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(v.data()) % 64, 0u);
+    for (std::size_t i = 0; i < 1000; ++i) ASSERT_EQ(v[i], i * 7);
+    EXPECT_EQ(v[99'999], 0u);
+    pinned_vector<std::uint64_t> moved = std::move(v);  // the kind travels with the block
+    EXPECT_EQ(moved.get_allocator().pinned(), pinned);
+    pinned_vector<std::uint8_t> empty(pinned_allocator<std::uint8_t>{moved.get_allocator()});
+    EXPECT_EQ(empty.get_allocator().pinned(), pinned);
+    EXPECT_EQ(empty.data(), nullptr);
+  }
+  EXPECT_TRUE(pinned_allocator<int>() == pinned_allocator<char>(true));
+  EXPECT_TRUE(pinned_allocator<int>(false) != pinned_allocator<int>(true));
+}
+
+// What an index on a GPU checks before copying a caller's array directly
+// (cudaPointerGetAttributes): a pinned_vector passes, the cut's arrays too,
+// ordinary memory does not.
+TEST(ShardCut, GpuTakesPinnedVectorsForPinned) {
+  const tandem::device::device_report report = tandem::device::query_devices();
+  if (report.devices.empty()) GTEST_SKIP() << "no usable GPU: " << report.reason;
+  const pinned_vector<key_type> keys(1 << 16);
+  EXPECT_TRUE(page_locked(keys.data()));
+  const shard_cut cut(1 << 16, 2, true);
+  EXPECT_TRUE(page_locked(cut.keys.data()));
+  EXPECT_TRUE(page_locked(cut.types.data()));
+  const shard_cut ordinary(1 << 16, 2, true, false);
+  EXPECT_FALSE(page_locked(ordinary.keys.data()));
+  const std::vector<key_type> pageable(1 << 16);
+  EXPECT_FALSE(page_locked(pageable.data()));
 }
 
 }  // namespace
