@@ -377,6 +377,9 @@ NB_MODULE(_tandem, m) {
   m.attr("__version__") = tandem::version();
   m.attr("built_with_cuda") = tandem::built_with_cuda();
   m.attr("max_scan_limit") = tandem::max_scan_limit;
+  // Results and indexes held by module globals are still alive when the
+  // interpreter tears the module down; that is no leak worth a warning.
+  nb::set_leak_warnings(false);
 
   static nb::exception<tandem::error> error(m, "Error", PyExc_RuntimeError);
   static nb::exception<tandem::invariant_error> invariant(m, "InvariantError", error.ptr());

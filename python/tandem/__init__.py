@@ -27,8 +27,10 @@ the same interface over range shards on Ray.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import operator
+import weakref
 from typing import Any, Optional, Tuple, Union
 
 import numpy as np
@@ -50,6 +52,17 @@ _U64_MAX = (1 << 64) - 1
 _DEVICES = {"auto": 0, "automatic": 0, "cpu": 1, "gpu": 2}
 _GPU_ORDERS = {"full_sort": 0, "partial_sort": 1, "none": 2}
 _LOG_SYNCS = {"none": 0, "group": 1, "batch": 2}
+# Indexes still open when the interpreter exits are closed while it can
+# still resolve their batches' futures.
+_open_indexes: "weakref.WeakSet[Index]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_indexes() -> None:
+    for idx in list(_open_indexes):
+        idx.close()
+
+
 _CONFIG_FIELDS = frozenset(
     name for name in dir(_tandem.Config) if not name.startswith("_")
 )
@@ -240,6 +253,7 @@ class Index:
 
     def __init__(self, **config: Any) -> None:
         self._ix = _tandem.NativeIndex(_config(config))
+        _open_indexes.add(self)
 
     # ---- lifetime and state -----------------------------------------------------
 
