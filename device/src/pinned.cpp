@@ -16,6 +16,10 @@ namespace {
 constexpr std::size_t header = 64;
 enum class kind : std::uint64_t { pinned = 0x70696e6e6564, ordinary = 0x6f7264696e };
 
+// Blocks pinned so far, by allocate_pinned and the column source (pinned_allocations).
+std::atomic<std::uint64_t> pinned_blocks{0};
+std::atomic<std::uint64_t> pinned_bytes{0};
+
 #if defined(TANDEM_HAS_CUDA)
 // Bytes of pinned column blocks given out, and the most there may be.
 std::atomic<std::size_t> column_bytes{0};
@@ -32,6 +36,8 @@ void* allocate_column_block(std::size_t bytes) noexcept {
     column_bytes.fetch_sub(bytes);
     return nullptr;
   }
+  pinned_blocks.fetch_add(1, std::memory_order_relaxed);
+  pinned_bytes.fetch_add(bytes, std::memory_order_relaxed);
   return block;
 }
 
@@ -60,6 +66,8 @@ void* allocate_pinned(std::size_t bytes) {
   // current on this thread (indexes on several GPUs share the pools).
   if (cudaHostAlloc(&block, bytes + header, cudaHostAllocPortable) == cudaSuccess) {
     *static_cast<kind*>(block) = kind::pinned;
+    pinned_blocks.fetch_add(1, std::memory_order_relaxed);
+    pinned_bytes.fetch_add(bytes + header, std::memory_order_relaxed);
     return static_cast<char*>(block) + header;
   }
   (void)cudaGetLastError();  // no driver or no pinnable memory: ordinary memory will do
@@ -80,6 +88,10 @@ void free_pinned(void* p) noexcept {
   }
 #endif
   std::free(block);
+}
+
+pinned_counts pinned_allocations() noexcept {
+  return {pinned_blocks.load(std::memory_order_relaxed), pinned_bytes.load(std::memory_order_relaxed)};
 }
 
 }  // namespace tandem::device

@@ -8,6 +8,7 @@
 #include <tandem/core/column_memory.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <new>
 
 namespace tandem::device {
@@ -20,6 +21,16 @@ namespace tandem::device {
 [[nodiscard]] void* allocate_pinned(std::size_t bytes);
 /// @brief Frees memory from allocate_pinned (nullptr is fine).
 void free_pinned(void* p) noexcept;
+
+/// Blocks pinned since the process started by allocate_pinned and the
+/// pinned column source, and their bytes (headers included), over every
+/// thread and index. Pinning is slow (tens of milliseconds per hundred
+/// megabytes); a steady stream of batches should add none.
+struct pinned_counts {
+  std::uint64_t blocks = 0;
+  std::uint64_t bytes = 0;
+};
+[[nodiscard]] pinned_counts pinned_allocations() noexcept;
 
 /// @brief The source of pinned batch columns (core/column_memory.hpp):
 ///        portable page-locked blocks while the blocks it has given out
