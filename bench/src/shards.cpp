@@ -7,6 +7,7 @@
 #include "tandem_run.hpp"
 
 #include <tandem/device/device_query.hpp>
+#include <tandem/device/pinned.hpp>
 #include <tandem/tandem.hpp>
 
 #include <oneapi/tbb/blocked_range.h>
@@ -250,6 +251,10 @@ struct shard_run {
   /// takes for pinned (page_locked), and how many there are.
   std::size_t pinned_arrays = 0, client_arrays = 0;
   double load_seconds = 0;    ///< summed over the shards (they load one after another)
+  /// Host blocks pinned during the timed run, by every index of the run
+  /// (device::pinned_allocations; the count is process-wide): steady
+  /// batches should pin nothing.
+  tandem::device::pinned_counts pinned_in_run;
   client_figures client;
   std::vector<std::string> devices;      ///< stats().device of each shard
   std::vector<std::string> shard_lines;  ///< what each shard did
@@ -355,7 +360,10 @@ shard_run measure(const options& opt, workload_spec spec, std::size_t shards, co
   if (!warm_batches.empty()) (void)drive(idx, lows, warm_batches, slots, false, label + " warm-up");
   std::vector<tandem::stats> before;
   for (tandem::index* i : idx) before.push_back(i->stats());
+  const tandem::device::pinned_counts pinned_before = tandem::device::pinned_allocations();
   out.client = drive(idx, lows, run_batches, slots, opt.verify && spec.kind == workload_kind::c, label + " run");
+  const tandem::device::pinned_counts pinned_after = tandem::device::pinned_allocations();
+  out.pinned_in_run = {pinned_after.blocks - pinned_before.blocks, pinned_after.bytes - pinned_before.bytes};
 
   for (std::size_t s = 0; s < shards; ++s) {
     const tandem::stats a = idx[s]->stats();
@@ -363,15 +371,22 @@ shard_run measure(const options& opt, workload_spec spec, std::size_t shards, co
     const std::uint64_t gpu_keys = a.gpu_keys - before[s].gpu_keys;
     const std::uint64_t all_keys = gpu_keys + (a.cpu_keys - before[s].cpu_keys);
     const key_type high = s + 1 < shards ? lows[s + 1] - 1 : tandem::max_key;
-    char line[1024];
+    const std::uint64_t ops = a.ops - before[s].ops;
+    const std::uint64_t pcie = a.total_bytes.pcie - before[s].total_bytes.pcie;
+    char line[1536];
     std::snprintf(line, sizeof line,
                   "  shard %zu [%s, %s]: %llu keys, %s; load %.3f s (%s); run: %llu batches, %llu ops, stage "
-                  "seconds route %.3f, leaf %.3f, complete %.3f; GPU share used %.2f",
+                  "seconds route %.3f, leaf %.3f, complete %.3f; GPU share used %.2f; PCIe %.1f bytes an op; "
+                  "latest GPU route: upload %.4f s, sort %.4f, kernel %.4f, download %.4f, wall %.4f; GPU "
+                  "failures %llu",
                   s, hex(lows[s]).c_str(), hex(high).c_str(), static_cast<unsigned long long>(a.keys),
                   a.device.c_str(), load_seconds[s], a.last_load.c_str(),
-                  static_cast<unsigned long long>(a.batches - before[s].batches),
-                  static_cast<unsigned long long>(a.ops - before[s].ops), st.route, st.leaf, st.complete,
-                  all_keys ? static_cast<double>(gpu_keys) / static_cast<double>(all_keys) : 0.0);
+                  static_cast<unsigned long long>(a.batches - before[s].batches), static_cast<unsigned long long>(ops),
+                  st.route, st.leaf, st.complete,
+                  all_keys ? static_cast<double>(gpu_keys) / static_cast<double>(all_keys) : 0.0,
+                  ops ? static_cast<double>(pcie) / static_cast<double>(ops) : 0.0, a.gpu_upload, a.gpu_sort,
+                  a.gpu_kernel, a.gpu_download, a.gpu_route,
+                  static_cast<unsigned long long>(a.gpu_failures - before[s].gpu_failures));
     out.shard_lines.emplace_back(line);
     out.devices.push_back(a.device);
   }
@@ -408,6 +423,8 @@ json row_of_run(const shard_run& r, const shard_run& one, const options& opt, co
   j["client_submit_s"] = r.client.submitting;
   j["client_wait_s"] = r.client.waiting;
   j["client_put_back_s"] = r.client.putting_back;
+  j["pinned_blocks_in_run"] = r.pinned_in_run.blocks;
+  j["pinned_bytes_in_run"] = r.pinned_in_run.bytes;
   j["host"] = host_name();
   j["cpu"] = cpu_model();
   j["version"] = tandem::version();
@@ -474,9 +491,11 @@ int run_shards(const options& opt, const workload_spec& spec, const tandem::conf
                                    : std::to_string(r->pinned_arrays) + " of " + std::to_string(r->client_arrays) +
                                          " pinned";
     std::printf("%s (%zu thread%s an index; client arrays %s; client: cut %.3f s, submit %.3f s, wait %.3f s, "
-                "%s %.3f s):\n",
-                r->system.c_str(), r->threads, r->threads == 1 ? "" : "s", pinned.c_str(), r->client.cutting, r->client.submitting,
-                r->client.waiting, r->shards == 1 ? "read answers" : "put back", r->client.putting_back);
+                "%s %.3f s; host memory pinned during the run: %llu blocks, %.1f MB):\n",
+                r->system.c_str(), r->threads, r->threads == 1 ? "" : "s", pinned.c_str(), r->client.cutting,
+                r->client.submitting, r->client.waiting, r->shards == 1 ? "read answers" : "put back",
+                r->client.putting_back, static_cast<unsigned long long>(r->pinned_in_run.blocks),
+                static_cast<double>(r->pinned_in_run.bytes) / 1e6);
     for (const std::string& line : r->shard_lines) std::printf("%s\n", line.c_str());
   }
   const double one_rate = static_cast<double>(one.client.run.ops) / one.client.run.seconds;
