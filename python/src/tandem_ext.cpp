@@ -3,6 +3,7 @@
 // checks and converts arguments; this module works on contiguous 1-D uint64
 // arrays, releases the GIL whenever the index works, and hands answers out as
 // numpy arrays over memory the index wrote (no copy on the way out).
+#include <tandem/device/pinned.hpp>
 #include <tandem/tandem.hpp>
 
 #include <nanobind/nanobind.h>
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -61,6 +63,82 @@ nb::object exception_for(std::exception_ptr e) {
   } catch (...) {
     return make(PyExc_RuntimeError, "unknown C++ exception");
   }
+}
+
+// Memory for the answer arrays the column methods return. A fresh numpy
+// array of millions of answers costs the index a page fault every 4 KiB as
+// it writes them; these blocks come back here when their array is freed
+// and are handed out again with their pages in place. Page-locked where a
+// GPU driver is found (allocate_pinned), so an index on a GPU writes the
+// answers straight into them, with no staging. At most `cap` bytes wait here.
+class answer_memory {
+ public:
+  static constexpr std::size_t smallest = std::size_t{1} << 16;
+  static constexpr std::size_t cap = std::size_t{1} << 30;
+
+  // A block of at least `bytes`, and the size class to give back with it.
+  static std::pair<void*, std::size_t> take(std::size_t bytes) {
+    std::size_t size = smallest;
+    while (size < bytes) size <<= 1;
+    {
+      std::lock_guard<std::mutex> lock(mutex());
+      auto& list = blocks()[size];
+      if (!list.empty()) {
+        void* p = list.back();
+        list.pop_back();
+        cached() -= size;
+        return {p, size};
+      }
+    }
+    return {tandem::device::allocate_pinned(size), size};
+  }
+
+  static void give_back(void* p, std::size_t size) noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex());
+      if (cached() + size <= cap) {
+        try {
+          blocks()[size].push_back(p);
+          cached() += size;
+          return;
+        } catch (...) {
+        }
+      }
+    }
+    tandem::device::free_pinned(p);
+  }
+
+ private:
+  // Never destroyed: arrays may be freed while the interpreter shuts down.
+  static std::mutex& mutex() {
+    static auto* m = new std::mutex;
+    return *m;
+  }
+  static std::map<std::size_t, std::vector<void*>>& blocks() {
+    static auto* b = new std::map<std::size_t, std::vector<void*>>;
+    return *b;
+  }
+  static std::size_t& cached() {
+    static std::size_t c = 0;
+    return c;
+  }
+};
+
+// A 1-D numpy array of n elements of T over a block of answer_memory.
+template <class T>
+nb::object answer_array(std::size_t n) {
+  struct block {
+    void* p;
+    std::size_t size;
+  };
+  const auto [p, size] = answer_memory::take(n * sizeof(T));
+  auto* owner = new block{p, size};
+  nb::capsule cap(owner, [](void* b) noexcept {
+    auto* k = static_cast<block*>(b);
+    answer_memory::give_back(k->p, k->size);
+    delete k;
+  });
+  return nb::cast(numpy_array<T>(static_cast<T*>(p), {n}, cap));
 }
 
 // A batch's answers. Its columns are handed out as numpy views that keep
@@ -377,6 +455,9 @@ NB_MODULE(_tandem, m) {
   m.attr("__version__") = tandem::version();
   m.attr("built_with_cuda") = tandem::built_with_cuda();
   m.attr("max_scan_limit") = tandem::max_scan_limit;
+  m.def("answer_u64", &answer_array<u64>, "n"_a,
+        "An uninitialised uint64 array of n elements over reused (page-locked where a GPU driver is found) memory.");
+  m.def("answer_bool", &answer_array<bool>, "n"_a, "As answer_u64, of bools.");
   // Results and indexes held by module globals are still alive when the
   // interpreter tears the module down; that is no leak worth a warning.
   nb::set_leak_warnings(false);

@@ -135,6 +135,20 @@ def _column(data: Any, name: str) -> np.ndarray:
     return a
 
 
+# Answer arrays of this many elements or more come from the extension's
+# reused memory (no page faults as the index writes them; page-locked where
+# a GPU driver is found); smaller ones from numpy.
+_POOLED = 1 << 14
+
+
+def _answers_u64(n: int) -> np.ndarray:
+    return _tandem.answer_u64(n) if n >= _POOLED else np.empty(n, dtype=np.uint64)
+
+
+def _answers_bool(n: int) -> np.ndarray:
+    return _tandem.answer_bool(n) if n >= _POOLED else np.empty(n, dtype=np.bool_)
+
+
 def _same_length(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"{name_a} and {name_b} differ in length: {a.shape[0]} and {b.shape[0]}")
@@ -322,8 +336,8 @@ class Index:
         if _is_scalar(keys):
             return self._ix.get_one(keys)
         k = _column(keys, "keys")
-        values = np.empty(k.shape[0], dtype=np.uint64)
-        found = np.empty(k.shape[0], dtype=np.bool_)
+        values = _answers_u64(k.shape[0])
+        found = _answers_bool(k.shape[0])
         self._ix.columns(_GET, k, None, values, found.view(np.uint8), None)
         return values, found
 
@@ -332,7 +346,7 @@ class Index:
         if _is_scalar(keys):
             return self._ix.get_one(keys) is not None
         k = _column(keys, "keys")
-        found = np.empty(k.shape[0], dtype=np.bool_)
+        found = _answers_bool(k.shape[0])
         self._ix.columns(_GET, k, None, None, found.view(np.uint8), None)
         return found
 
@@ -353,7 +367,7 @@ class Index:
             return self._ix.insert_one(keys, values)
         k, v = _column(keys, "keys"), _column(values, "values")
         _same_length(k, v, "keys", "values")
-        present = np.empty(k.shape[0], dtype=np.bool_)
+        present = _answers_bool(k.shape[0])
         self._ix.columns(_INSERT, k, v, None, present.view(np.uint8), None)
         np.logical_not(present, out=present)
         return present
@@ -364,7 +378,7 @@ class Index:
         if _is_scalar(keys):
             return self._ix.erase_one(keys) is not None
         k = _column(keys, "keys")
-        erased = np.empty(k.shape[0], dtype=np.bool_)
+        erased = _answers_bool(k.shape[0])
         self._ix.columns(_ERASE, k, None, None, erased.view(np.uint8), None)
         return erased
 
@@ -381,9 +395,9 @@ class Index:
             return self._ix.lower_bound_one(keys)
         k = _column(keys, "keys")
         n = k.shape[0]
-        found = np.empty(n, dtype=np.bool_)
-        out_keys = np.empty(n, dtype=np.uint64)
-        values = np.empty(n, dtype=np.uint64)
+        found = _answers_bool(n)
+        out_keys = _answers_u64(n)
+        values = _answers_u64(n)
         self._ix.columns(_LOWER_BOUND, k, None, values, found.view(np.uint8), out_keys)
         return found, out_keys, values
 
