@@ -35,7 +35,7 @@ class device_scope {
   device_scope& operator=(const device_scope&) = delete;
 
  private:
-  int previous_ = -1;  ///< -1: nothing to put back
+  [[maybe_unused]] int previous_ = -1;  ///< -1: nothing to put back (unused without the CUDA layer)
 };
 
 }  // namespace tandem::device
