@@ -11,6 +11,7 @@
 #include <tandem/tandem.hpp>
 
 #include "support/batches.hpp"
+#include "support/gpu.hpp"
 #include "support/model.hpp"
 
 #include <gtest/gtest.h>
@@ -124,18 +125,6 @@ TEST(DeviceOrdinal, MissingOrdinalWithAutomaticRoutesOnTheCpuAndAnswersRight) {
   run_against_model(idx, 11, 6, 20'000);
   EXPECT_EQ(idx.stats().gpu_keys, 0u);
 }
-
-bool have_gpu(std::string& why) {
-  const auto report = device::query_devices();
-  why = report.reason;
-  return !report.devices.empty();
-}
-
-#define TANDEM_REQUIRE_GPU()                                        \
-  do {                                                              \
-    std::string why_;                                               \
-    if (!have_gpu(why_)) GTEST_SKIP() << "no usable GPU: " << why_; \
-  } while (0)
 
 TEST(GpuDevice, IndexOnTheLastGpuAnswersAsTheModel) {
   TANDEM_REQUIRE_GPU();

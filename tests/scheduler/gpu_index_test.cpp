@@ -7,6 +7,7 @@
 #include <tandem/tandem.hpp>
 
 #include "support/batches.hpp"
+#include "support/gpu.hpp"
 #include "support/model.hpp"
 
 #include <gtest/gtest.h>
@@ -20,18 +21,6 @@ namespace {
 
 using namespace tandem;
 using test::key_pattern;
-
-bool have_gpu(std::string& why) {
-  const auto report = device::query_devices();
-  why = report.reason;
-  return !report.devices.empty();
-}
-
-#define TANDEM_REQUIRE_GPU()                                      \
-  do {                                                            \
-    std::string why_;                                             \
-    if (!have_gpu(why_)) GTEST_SKIP() << "no usable GPU: " << why_; \
-  } while (0)
 
 config gpu_config() {
   config c;
@@ -519,7 +508,7 @@ TEST(DeviceSelection, SetGpuShareRejectsBadValues) {
 
 TEST(DeviceSelection, AutoWithoutGpuRunsOnCpuAndSaysSo) {
   std::string why;
-  if (have_gpu(why)) GTEST_SKIP() << "a GPU is present";
+  if (test::have_gpu(why)) GTEST_SKIP() << "a GPU is present";
   tandem::index idx;  // device = automatic
   idx.set_gpu_share(1.0);
   test::key_source keys(key_pattern::uniform, 1000, 1);
