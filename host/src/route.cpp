@@ -59,20 +59,12 @@ void sort_group(routed_batch_view& out, std::size_t b, std::size_t e, std::vecto
 
 constexpr std::size_t sort_group_grain = 64;
 
-/// Per worker thread, kept: sorting a group allocates nothing once warm.
-struct sort_buffers {
-  std::vector<item> items;
-  std::vector<std::uint64_t> args;
-  std::vector<std::uint8_t> types;
-};
-thread_local sort_buffers sort_buffer;
-
 }  // namespace
 
-void sort_groups(routed_batch_view& out) {
+void sort_groups(routed_batch_view& out, route_workspace& work) {
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, out.groups, sort_group_grain),
                     [&](const tbb::blocked_range<std::size_t>& r) {
-                      sort_buffers& t = sort_buffer;
+                      route_workspace::thread_scratch& t = work.scratch.local();
                       for (std::size_t g = r.begin(); g < r.end(); ++g) {
                         sort_group(out, out.group_begin[g], out.group_begin[g + 1], t.items, t.args, t.types);
                       }
@@ -143,16 +135,10 @@ digit make_digit(unsigned width, unsigned bits) noexcept {
   return {width - bits, (std::uint64_t{1} << bits) - 1};
 }
 
-/// Per-thread work memory of sort_bucket.
-struct bucket_scratch {
-  std::vector<std::uint32_t> counts;
-  std::vector<item> tmp;
-};
-
 /// Sorts bucket `src` (k items; keys agree above their highest differing
 /// bit) into the columns `out` at [0, k): a stable counting pass on the next
 /// digit of the bucket's own key range, then each run the digit left unsorted.
-void sort_bucket(const item* src, std::size_t k, columns out, bucket_scratch& scratch) {
+void sort_bucket(const item* src, std::size_t k, columns out, route_workspace::thread_scratch& scratch) {
   key_type lo = key_of(src[0]), hi = lo;
   for (std::size_t i = 1; i < k; ++i) {
     const key_type key = key_of(src[i]);
@@ -161,7 +147,7 @@ void sort_bucket(const item* src, std::size_t k, columns out, bucket_scratch& sc
   }
   if (lo == hi || k <= 2 * insertion_max) {  // one key: the stable pass 1 left positions in order
     for (std::size_t i = 0; i < k; ++i) out.put(i, src[i]);
-    if (lo != hi) sort_run(out, 0, k, scratch.tmp);
+    if (lo != hi) sort_run(out, 0, k, scratch.items);
     return;
   }
   const digit d = make_digit(bit_width(lo ^ hi), std::min(sub_bits_max, std::max(1u, ceil_log2(k))));
@@ -174,7 +160,7 @@ void sort_bucket(const item* src, std::size_t k, columns out, bucket_scratch& sc
   std::size_t begin = 0;
   for (std::size_t x = 0; x < d.count(); ++x) {
     const std::size_t end = counts[x];
-    if (end - begin > 1) sort_run(out, begin, end - begin, scratch.tmp);
+    if (end - begin > 1) sort_run(out, begin, end - begin, scratch.items);
     begin = end;
   }
 }
@@ -226,9 +212,6 @@ void partition(const key_type* keys, std::size_t stride, std::size_t n, digit d,
   });
 }
 
-/// Per-thread scratch of sort_bucket, kept: sorting allocates nothing once warm.
-thread_local bucket_scratch bucket_memory;
-
 /// Pass 1 over n keys (key i at keys[i * stride]): (key, i) items into
 /// ws.items, partitioned on the digit below the bits every key shares.
 /// @return the number of buckets (ws.bucket_begin holds one more entry).
@@ -258,7 +241,7 @@ std::pair<std::uint32_t, std::uint32_t> sort_bucket_into(route_workspace& ws, st
   const std::uint32_t first = ws.bucket_begin[b], end = ws.bucket_begin[b + 1];
   if (first != end) {
     sort_bucket(ws.items.data() + first, end - first, columns{out.keys + first, out.positions + first},
-                bucket_memory);
+                ws.scratch.local());
   }
   return {first, end};
 }

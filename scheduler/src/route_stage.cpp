@@ -204,7 +204,7 @@ std::uint32_t index::impl::route_gpu(prepared& p, const routed_batch_view& want,
     info.cpu_seconds += seconds_since(t1);
     info.cpu_keys += m;
   }
-  if (!out.key_sorted) run_in_arena([&] { host::sort_groups(out); });
+  if (!out.key_sorted) run_in_arena([&] { host::sort_groups(out, p.space->fallback_work); });
   return base;
 }
 

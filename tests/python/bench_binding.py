@@ -2,6 +2,7 @@
 
     python tests/python/bench_binding.py [--keys 2^22] [--batch 2^20] [--seconds 5]
         [--device auto|cpu|gpu] [--threads 0] [--tandem-bench build/release/bench/tandem-bench]
+        [--rounds 1] [--settle 5]
 
 Loads --keys uniformly random uint64 keys (0 and 2^64-1 among them), then
 times idx.get over batches of --batch loaded keys (host arrays in, host arrays
@@ -9,7 +10,10 @@ out: the answers are numpy arrays the index wrote), and the one-key idx.get
 (p50, p99 of single calls). With --tandem-bench, runs the C++ bench on the
 same machine after each Python round (--rounds), with one batch in flight
 (index::submit then future::get: execute) and the same key count, batch size
-and threads, and prints the ratio of the medians.
+and threads, and prints the ratio of the medians and the round-by-round
+ratios. A Python round starts --settle seconds after the C++ run before it
+exits: the C++ run itself starts timing only after building its data set,
+and a round started right after the exit (gigabytes freed) runs slower.
 """
 
 import argparse
@@ -40,6 +44,8 @@ def main():
     p.add_argument("--tandem-bench", default=None)
     p.add_argument("--rounds", type=int, default=1,
                    help="with --tandem-bench: alternate the Python run and the C++ run this many times")
+    p.add_argument("--settle", type=float, default=5.0,
+                   help="with --tandem-bench: seconds to wait after the C++ run before the next Python round")
     a = p.parse_args()
 
     rng = np.random.default_rng(42)
@@ -50,6 +56,8 @@ def main():
     probe = keys[rng.integers(0, a.keys, a.point_calls)].tolist()
     py_rates, cpp_rates = [], []
     for r in range(a.rounds):
+        if r and a.tandem_bench:
+            time.sleep(a.settle)
         with tandem.Index(threads=a.threads, device=a.device) as idx:
             t = time.perf_counter()
             idx.load(keys, values)
@@ -94,6 +102,10 @@ def main():
     if cpp_rates:
         py, cpp = float(np.median(py_rates)), float(np.median(cpp_rates))
         print(f"median of {a.rounds}: python {py:.2f}, C++ {cpp:.2f} M ops/s; python / C++ = {py / cpp:.3f}")
+        pairs = np.array(py_rates[:len(cpp_rates)]) / np.array(cpp_rates)
+        q1, med, q3 = np.percentile(pairs, [25, 50, 75])
+        print(f"round by round python / C++: median {med:.3f}, quartiles {q1:.3f}-{q3:.3f}, "
+              f"range {pairs.min():.3f}-{pairs.max():.3f}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@
 #include <tandem/core/types.hpp>
 #include <tandem/host/detail/huge_pages.hpp>
 
+#include <oneapi/tbb/enumerable_thread_specific.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -43,6 +45,17 @@ struct route_workspace {
   std::vector<std::uint32_t> bucket_begin;  // per bucket + 1
   std::vector<std::uint32_t> group_count;    // per bucket
   std::vector<std::uint32_t> first_ordinal;  // per bucket
+  /// Per thread: what sorting a bucket or a group works in.
+  struct thread_scratch {
+    std::vector<std::uint32_t> counts;
+    std::vector<item> items;
+    std::vector<std::uint64_t> args;
+    std::vector<std::uint8_t> types;
+  };
+  /// Not `thread_local`: in a library loaded with dlopen (the Python module)
+  /// every access to one takes glibc's `__tls_get_addr` slow path before
+  /// 2.39 (3% of the CPU time of 2^20-get batches).
+  tbb::enumerable_thread_specific<thread_scratch> scratch;
 };
 
 /// @brief Routes ops [0, n) of a batch for the leaf phase: `out` gets them
@@ -87,7 +100,7 @@ void merge_routes(const routed_batch_view* parts, const std::uint32_t* bases, st
 
 /// @brief Sorts every group of a route that is grouped but not key-sorted by
 ///        (key, position), moving args/types along; sets out.key_sorted.
-///        Parallel, waits.
-void sort_groups(routed_batch_view& out);
+///        Parallel, waits. Uses `work.scratch` only.
+void sort_groups(routed_batch_view& out, route_workspace& work);
 
 }  // namespace tandem::host
