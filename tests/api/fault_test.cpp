@@ -9,12 +9,12 @@
 // scan output cap (config.max_batch_output_bytes): scans past it get status
 // output_limit, in batch order, and everything else runs.
 // Tests named *Gpu* need a GPU (ctest label gpu) and skip without one.
-#include <tandem/device/device_query.hpp>
 #include <tandem/host/bpa.hpp>
 #include <tandem/scheduler/testing.hpp>
 #include <tandem/tandem.hpp>
 
 #include "support/contents.hpp"
+#include "support/gpu.hpp"
 #include "support/model.hpp"
 
 #include <gtest/gtest.h>
@@ -42,12 +42,6 @@ struct disarm_at_exit {
   disarm_at_exit& operator=(const disarm_at_exit&) = delete;
   ~disarm_at_exit() { index_access::disarm_allocation_fault(); }
 };
-
-bool have_gpu(std::string& why) {
-  const auto report = device::query_devices();
-  why = report.reason;
-  return !report.devices.empty();
-}
 
 /// The loaded pairs: `n` keys 1000 apart, the last one UINT64_MAX.
 std::vector<entry> loaded_pairs(std::size_t n) {
@@ -399,8 +393,7 @@ TEST(Fault, FailedLoadLeavesTheIndexAsItWas) {
 }
 
 TEST(FaultGpu, EveryAllocationOfAMixedBatchWithSplitsFailsCleanly) {
-  std::string why;
-  if (!have_gpu(why)) GTEST_SKIP() << "no usable GPU: " << why;
+  TANDEM_REQUIRE_GPU();
   const disarm_at_exit guard;
   const config cfg = fault_config(device_kind::gpu);
   const batch b = mixed_batch(fault_keys, 3000, 5);
@@ -412,8 +405,7 @@ TEST(FaultGpu, EveryAllocationOfAMixedBatchWithSplitsFailsCleanly) {
 }
 
 TEST(FaultGpu, OneIndexSurvivesEveryFailedAttempt) {
-  std::string why;
-  if (!have_gpu(why)) GTEST_SKIP() << "no usable GPU: " << why;
+  TANDEM_REQUIRE_GPU();
   const disarm_at_exit guard;
   const batch b = mixed_batch(fault_keys, 3000, 6);
   const sweep_counts c = sweep_same_index(fault_config(device_kind::gpu), fault_keys, b);

@@ -8,6 +8,8 @@
 #include <tandem/scheduler/testing.hpp>
 #include <tandem/tandem.hpp>
 
+#include "support/gpu.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -139,18 +141,11 @@ TEST_P(LoadTest, MatchesTheModelLaterDuplicateWins) {
   }
 }
 
-bool have_gpu(std::string& why) {
-  const auto report = device::query_devices();
-  why = report.reason;
-  return !report.devices.empty();
-}
-
 // With a GPU, unsorted loads of 2^16 pairs or more sort on it (one run at
 // these sizes); a failing GPU sort falls back to the CPU's with the same
 // contents.
 TEST(GpuLoad, SortsOnTheGpuAndMatchesTheModel) {
-  std::string why;
-  if (!have_gpu(why)) GTEST_SKIP() << "no usable GPU: " << why;
+  TANDEM_REQUIRE_GPU();
   config cfg;
   cfg.device = device_kind::gpu;
   tandem::index idx(cfg);

@@ -13,7 +13,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 import tandem  # noqa: E402
-from model import EDGE_KEYS, U64_MAX, Model, random_keys, u64  # noqa: E402
+from model import EDGE_KEYS, U64_MAX, Model, apply_random_call, check_contents, random_keys, u64  # noqa: E402
 from tandem.distributed import ShardedIndex, ShardLost, ShardMapChanged  # noqa: E402
 
 
@@ -46,86 +46,6 @@ def load_both(idx, model, rng, universe, n):
     values = rng.integers(0, 1 << 62, n, dtype=np.uint64)
     idx.load(keys, values)
     model.load(keys, values)
-
-
-def check_contents(idx, model):
-    keys, values = idx.scan()
-    assert keys.tolist() == model.keys
-    assert values.tolist() == [model.d[k] for k in model.keys]
-    assert len(idx) == len(model.keys)
-
-
-def apply_random_call(idx, model, rng, universe):
-    """One random call (columns or one key), checked against the model."""
-    n = int(rng.choice([0, 1, 9, 100, 700]))
-    keys = random_keys(rng, n, universe)
-    values = rng.integers(0, 1 << 62, n, dtype=np.uint64)
-    what = rng.choice(["get", "contains", "put", "insert", "erase", "lower_bound", "count", "scans",
-                       "scan", "one"])
-    if what == "get":
-        got, found = idx.get(keys)
-        want = [model.get(k) for k in keys.tolist()]
-        assert found.tolist() == [w is not None for w in want]
-        assert got.tolist() == [0 if w is None else w for w in want]
-    elif what == "contains":
-        assert idx.contains(keys).tolist() == [model.get(k) is not None for k in keys.tolist()]
-    elif what == "put":
-        assert idx.put(keys, values) is None
-        for k, v in zip(keys.tolist(), values.tolist()):
-            model.put(k, v)
-    elif what == "insert":
-        got = idx.insert(keys, values)
-        assert got.tolist() == [model.insert(k, v) for k, v in zip(keys.tolist(), values.tolist())]
-    elif what == "erase":
-        got = idx.erase(keys)
-        assert got.tolist() == [model.erase(k) is not None for k in keys.tolist()]
-    elif what == "lower_bound":
-        found, lk, lv = idx.lower_bound(keys)
-        for i, k in enumerate(keys.tolist()):
-            want = model.lower_bound(k)
-            assert bool(found[i]) == (want is not None)
-            assert (int(lk[i]), int(lv[i])) == (want if want else (0, 0))
-    elif what == "count":
-        his = random_keys(rng, n, universe)
-        los = np.minimum(keys, his)
-        his = np.maximum(keys, his)
-        got = idx.count(los, his)
-        assert got.tolist() == [model.count(lo, hi) for lo, hi in zip(los.tolist(), his.tolist())]
-    elif what == "scans":
-        m = max(n // 10, 1)
-        a, b = random_keys(rng, m, universe), random_keys(rng, m, universe)
-        los, his = np.minimum(a, b), np.maximum(a, b)
-        limit = int(rng.choice([0, 1, 5, 50]))
-        offsets, ks, vs = idx.scans(los, his, limit)
-        assert offsets.shape[0] == m + 1
-        for i, (lo, hi) in enumerate(zip(los.tolist(), his.tolist())):
-            wk, wv = model.scan(lo, hi, limit)
-            assert ks[offsets[i]:offsets[i + 1]].tolist() == wk
-            assert vs[offsets[i]:offsets[i + 1]].tolist() == wv
-    elif what == "scan":
-        a, b = sorted(random_keys(rng, 2, universe).tolist())
-        limit = None if rng.random() < 0.5 else int(rng.integers(0, 300))
-        ks, vs = idx.scan(a, b, limit=limit)
-        wk, wv = model.scan(a, b, limit)
-        assert (ks.tolist(), vs.tolist()) == (wk, wv)
-    else:
-        k = int(random_keys(rng, 1, universe)[0])
-        v = int(rng.integers(0, 1 << 62))
-        form = rng.choice(["get", "put", "insert", "erase", "lower_bound", "count", "contains"])
-        if form == "get":
-            assert idx.get(k) == model.get(k)
-        elif form == "contains":
-            assert (k in idx) == (model.get(k) is not None)
-        elif form == "put":
-            assert idx.put(k, v) == model.put(k, v)
-        elif form == "insert":
-            assert idx.insert(k, v) == model.insert(k, v)
-        elif form == "erase":
-            assert idx.erase(k) == (model.erase(k) is not None)
-        elif form == "lower_bound":
-            assert idx.lower_bound(k) == model.lower_bound(k)
-        else:
-            assert idx.count(0, k) == model.count(0, k)
 
 
 @pytest.mark.parametrize("seed", range(4))

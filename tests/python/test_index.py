@@ -7,65 +7,12 @@ import numpy as np
 import pytest
 
 import tandem
-from model import EDGE_KEYS, U64_MAX, Model, random_keys, u64
+from model import EDGE_KEYS, U64_MAX, Model, apply_random_call, check_contents, random_keys, u64
 
 
 def make_index(**kw):
     kw.setdefault("threads", 2)
     return tandem.Index(**kw)
-
-
-def check_contents(idx, model):
-    keys, values = idx.scan()
-    assert keys.tolist() == model.keys
-    assert values.tolist() == [model.d[k] for k in model.keys]
-    assert len(idx) == len(model.keys)
-
-
-def apply_columns(idx, model, rng, universe):
-    """One random column call, checked against the model."""
-    n = int(rng.choice([0, 1, 7, 64, 300, 5000]))
-    keys = random_keys(rng, n, universe)
-    values = rng.integers(0, 1 << 63, n, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, n, dtype=np.uint64)
-    what = rng.choice(["get", "put", "insert", "erase", "lower_bound", "contains", "count", "scans"])
-    if what == "get":
-        got, found = idx.get(keys)
-        want = [model.get(k) for k in keys.tolist()]
-        assert found.tolist() == [w is not None for w in want]
-        assert got.tolist() == [0 if w is None else w for w in want]
-    elif what == "contains":
-        assert idx.contains(keys).tolist() == [model.get(k) is not None for k in keys.tolist()]
-    elif what == "put":
-        assert idx.put(keys, values) is None
-        for k, v in zip(keys.tolist(), values.tolist()):
-            model.put(k, v)
-    elif what == "insert":
-        inserted = idx.insert(keys, values)
-        assert inserted.dtype == np.bool_
-        assert inserted.tolist() == [model.insert(k, v) for k, v in zip(keys.tolist(), values.tolist())]
-    elif what == "erase":
-        erased = idx.erase(keys)
-        assert erased.tolist() == [model.erase(k) is not None for k in keys.tolist()]
-    elif what == "lower_bound":
-        found, lk, lv = idx.lower_bound(keys)
-        for i, k in enumerate(keys.tolist()):
-            want = model.lower_bound(k)
-            assert bool(found[i]) == (want is not None)
-            assert (int(lk[i]), int(lv[i])) == (want if want else (0, 0))
-    elif what == "count":
-        los = random_keys(rng, n, universe)
-        his = np.maximum(los, random_keys(rng, n, universe))
-        assert idx.count(los, his).tolist() == [model.count(lo, hi) for lo, hi in zip(los.tolist(), his.tolist())]
-    else:
-        los = random_keys(rng, n // 8, universe)
-        his = np.maximum(los, random_keys(rng, n // 8, universe))
-        limit = int(rng.choice([1, 5, 100]))
-        offsets, sk, sv = idx.scans(los, his, limit=limit)
-        assert offsets.shape[0] == los.shape[0] + 1 and offsets[0] == 0
-        for i, (lo, hi) in enumerate(zip(los.tolist(), his.tolist())):
-            wk, wv = model.scan(lo, hi, limit)
-            assert sk[offsets[i]:offsets[i + 1]].tolist() == wk
-            assert sv[offsets[i]:offsets[i + 1]].tolist() == wv
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -85,7 +32,7 @@ def test_random_mixes_match_the_model(seed):
             idx.load(keys, values)
             model.load(keys, values)
         for _ in range(40):
-            apply_columns(idx, model, rng, universe)
+            apply_random_call(idx, model, rng, universe, sizes=(0, 1, 7, 64, 300, 5000))
         check_contents(idx, model)
         idx.verify()
 

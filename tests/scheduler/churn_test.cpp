@@ -6,10 +6,10 @@
 // erasing every key, ranges erased through scans, random erase-heavy mixes
 // with the edge keys 0 and UINT64_MAX. Tests named *Gpu* need a GPU (label
 // gpu) and skip without one.
-#include <tandem/device/device_query.hpp>
 #include <tandem/host/leaf.hpp>
 #include <tandem/tandem.hpp>
 
+#include "support/gpu.hpp"
 #include "support/model.hpp"
 
 #include <gtest/gtest.h>
@@ -22,12 +22,6 @@
 namespace {
 
 using namespace tandem;
-
-bool have_gpu(std::string& why) {
-  const auto report = device::query_devices();
-  why = report.reason;
-  return !report.devices.empty();
-}
 
 config churn_config(int fanout, std::size_t threads) {
   config c;
@@ -259,8 +253,7 @@ TEST(Churn, EraseHeavyRandomMixesWithEdgeKeys) {
 }
 
 TEST(GpuChurn, SlidingWindowRoutedOnTheGpu) {
-  std::string why;
-  if (!have_gpu(why)) GTEST_SKIP() << "no usable GPU: " << why;
+  TANDEM_REQUIRE_GPU();
   for (const double share : {1.0, 0.5}) {
     config cfg = churn_config(32, 4);
     cfg.device = device_kind::gpu;
@@ -272,8 +265,7 @@ TEST(GpuChurn, SlidingWindowRoutedOnTheGpu) {
 }
 
 TEST(GpuChurn, EraseEveryKeyAndCompactRoutedOnTheGpu) {
-  std::string why;
-  if (!have_gpu(why)) GTEST_SKIP() << "no usable GPU: " << why;
+  TANDEM_REQUIRE_GPU();
   config cfg = churn_config(32, 4);
   cfg.device = device_kind::gpu;
   cfg.gpu_share = 1.0;
