@@ -1425,10 +1425,7 @@ class ShardedIndex:
         if _is_scalar(keys):
             key = _key(keys, "key")
             return self._sync(lambda: self._one("get", key)) is not None
-        k = _column(keys, "keys")
-        found = np.zeros(k.shape[0], dtype=np.bool_)
-        self._sync(lambda: self._points("contains", k, None, (found,)))
-        return found
+        return self._key_flags("contains", keys)
 
     def put(self, keys: Any, values: Any) -> Any:
         """Sets each key to its value. With one int key: returns the value it
@@ -1459,10 +1456,14 @@ class ShardedIndex:
         if _is_scalar(keys):
             key = _key(keys, "key")
             return self._sync(lambda: self._one("erase", key)) is not None
+        return self._key_flags("erase", keys)
+
+    def _key_flags(self, method: str, keys: Any) -> np.ndarray:
+        """A bool per key from `method` (contains, erase) over a column of keys."""
         k = _column(keys, "keys")
-        erased = np.zeros(k.shape[0], dtype=np.bool_)
-        self._sync(lambda: self._points("erase", k, None, (erased,)))
-        return erased
+        flags = np.zeros(k.shape[0], dtype=np.bool_)
+        self._sync(lambda: self._points(method, k, None, (flags,)))
+        return flags
 
     def pop(self, key: int, default: Any = None) -> Any:
         """Removes one key and returns its value (or `default` when absent)."""
