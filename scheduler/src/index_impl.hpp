@@ -27,7 +27,7 @@
 #include <tandem/device/gpu_router.hpp>
 #include <tandem/host/leaf_phase.hpp>
 #include <tandem/host/leaf_store.hpp>
-#include <tandem/host/redo_log.hpp>
+#include <tandem/host/storage/redo_log.hpp>
 #include <tandem/host/route.hpp>
 #include <tandem/scheduler/share_policy.hpp>
 

@@ -22,7 +22,7 @@
 #include "index_impl.hpp"
 
 #include <tandem/error.hpp>
-#include <tandem/host/snapshot_file.hpp>
+#include <tandem/host/storage/snapshot_file.hpp>
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>

@@ -1,4 +1,4 @@
-// libFuzzer target of the snapshot reader (host/snapshot_file.hpp).
+// libFuzzer target of the snapshot reader (host/storage/snapshot_file.hpp).
 //
 // Each input is read as a snapshot twice, with read_buffer (the checks of
 // read and read_into, over a buffer): as it is, and "resealed", with every
@@ -12,7 +12,7 @@
 //
 // The seeds in snapshot_corpus/ are small snapshots made by the writer.
 #include <tandem/error.hpp>
-#include <tandem/host/snapshot_file.hpp>
+#include <tandem/host/storage/snapshot_file.hpp>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

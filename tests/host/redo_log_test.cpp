@@ -5,7 +5,7 @@
 // commit policies, a failed write (RLIMIT_FSIZE) and processes killed with
 // SIGKILL while they append.
 #include <tandem/error.hpp>
-#include <tandem/host/redo_log.hpp>
+#include <tandem/host/storage/redo_log.hpp>
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 // and the temporary file's life (removed without commit or after a failed
 // write, the target replaced only at commit).
 #include <tandem/error.hpp>
-#include <tandem/host/snapshot_file.hpp>
+#include <tandem/host/storage/snapshot_file.hpp>
 
 #include <gtest/gtest.h>
 

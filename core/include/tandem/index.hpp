@@ -299,7 +299,7 @@ class index {
   /// version, byte order, the geometry of the index that wrote it, pair
   /// count, the sequence number of the last batch before it), the pairs in
   /// key order in chunks of 2^20, each with its own xxHash (XXH3) checksum,
-  /// and a footer (host/snapshot_file.hpp has the layout).
+  /// and a footer (host/storage/snapshot_file.hpp has the layout).
   ///
   /// What waits: the leaves are read where they are, not copied first. So
   /// batches of gets (and other saves) go on beside a save, while a batch

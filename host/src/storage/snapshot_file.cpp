@@ -1,6 +1,6 @@
 // Snapshot files: the writer and the checking reader (snapshot_file.hpp has
 // the layout).
-#include <tandem/host/snapshot_file.hpp>
+#include <tandem/host/storage/snapshot_file.hpp>
 
 #include <tandem/error.hpp>
 

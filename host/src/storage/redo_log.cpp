@@ -1,6 +1,6 @@
 // The redo log (redo_log.hpp): record layout, append, replay with the torn
 // tail cut, truncation.
-#include <tandem/host/redo_log.hpp>
+#include <tandem/host/storage/redo_log.hpp>
 
 #include <tandem/error.hpp>
 
