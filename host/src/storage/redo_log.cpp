@@ -3,6 +3,7 @@
 #include <tandem/host/storage/redo_log.hpp>
 
 #include <tandem/error.hpp>
+#include <tandem/host/storage/detail/posix_file.hpp>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -15,13 +16,14 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
 
 namespace tandem::host {
+
+using detail::unique_fd;
 
 namespace {
 
@@ -102,13 +104,10 @@ class file_reader {
     if (off + len > size_) throw tandem::error("tandem::redo_log: " + path_ + ": read past the end");
     const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(std::max(len, chunk_), size_ - off));
     if (buf_.size() * sizeof(std::uint64_t) < want) buf_.resize((want + 7) / 8);
-    auto* p = reinterpret_cast<unsigned char*>(buf_.data());
-    for (std::size_t got = 0; got < want;) {
-      const ssize_t r = ::pread(fd_, p + got, want - got, static_cast<off_t>(off + got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) throw io_error("read " + path_, errno);
-      if (r == 0) throw tandem::error("tandem::redo_log: " + path_ + " shrank while being read");
-      got += static_cast<std::size_t>(r);
+    iovec iov{buf_.data(), want};
+    if (const int err = detail::pread_all(fd_, &iov, 1, off)) {
+      if (err == detail::ended_early) throw tandem::error("tandem::redo_log: " + path_ + " shrank while being read");
+      throw io_error("read " + path_, err);
     }
     buf_off_ = off;
     buf_len_ = want;
@@ -205,39 +204,16 @@ void check_torn_tail(file_reader& r, const std::string& path, const walk_end& w)
   }
 }
 
-void write_all(int fd, const unsigned char* p, std::size_t len, std::uint64_t off, const std::string& path) {
-  while (len > 0) {
-    const ssize_t w = ::pwrite(fd, p, len, static_cast<off_t>(off));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw io_error("write " + path, w < 0 ? errno : EIO);
-    p += w;
-    len -= static_cast<std::size_t>(w);
-    off += static_cast<std::uint64_t>(w);
-  }
-}
-
 }  // namespace
-
-redo_log::unique_fd& redo_log::unique_fd::operator=(unique_fd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-redo_log::unique_fd::~unique_fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
 
 redo_log::redo_log(const std::string& dir) : dir_(dir), path_((std::filesystem::path(dir) / "redo.log").string()) {
   std::error_code ec;
   if (std::filesystem::create_directories(dir, ec)) {
     std::filesystem::path p = std::filesystem::absolute(dir).lexically_normal();
     if (!p.has_filename()) p = p.parent_path();  // "a/b/"
-    const unique_fd parent(::open(p.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (parent.get() < 0 || ::fsync(parent.get()) != 0) throw io_error("sync the folder above " + dir, errno);
+    if (const int err = detail::sync_folder(p.parent_path().string())) {
+      throw io_error("sync the folder above " + dir, err);
+    }
   }
   if (ec) throw io_error("create the folder " + dir, ec.value());
   dir_fd_ = unique_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -395,22 +371,8 @@ void redo_log::flush() {
   for (const piece& p : queue_) {
     iov.push_back({const_cast<void*>(p.data != nullptr ? p.data : staged_.data() + p.offset), p.bytes});
   }
-  std::uint64_t at = end_;
-  for (std::size_t i = 0; i < iov.size();) {
-    const ssize_t w = ::pwritev(fd_.get(), &iov[i], static_cast<int>(std::min<std::size_t>(iov.size() - i, IOV_MAX)),
-                                static_cast<off_t>(at));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) write_failed(w < 0 ? errno : EIO);
-    at += static_cast<std::uint64_t>(w);
-    for (auto left = static_cast<std::size_t>(w); left > 0;) {  // step over what went out
-      const std::size_t take = std::min(left, iov[i].iov_len);
-      iov[i].iov_base = static_cast<unsigned char*>(iov[i].iov_base) + take;
-      iov[i].iov_len -= take;
-      left -= take;
-      if (iov[i].iov_len == 0) ++i;
-    }
-  }
-  end_ = at;
+  if (const int err = detail::pwrite_all(fd_.get(), iov.data(), iov.size(), end_)) write_failed(err);
+  end_ += queued_bytes_;
   file_last_.store(last_sequence_, std::memory_order_release);
   written_.fetch_add(1, std::memory_order_acq_rel);
   drop_queue();
@@ -460,7 +422,8 @@ void redo_log::truncate_through(std::uint64_t sequence) {
   try {
     for (std::uint64_t off = from; off < end_;) {
       const auto len = static_cast<std::size_t>(std::min<std::uint64_t>(read_chunk, end_ - off));
-      write_all(out.get(), r.at(off, len), len, off - from, next);
+      iovec iov{const_cast<unsigned char*>(r.at(off, len)), len};  // pwritev only reads it
+      if (const int err = detail::pwrite_all(out.get(), &iov, 1, off - from)) throw io_error("write " + next, err);
       off += len;
     }
     if (::fdatasync(out.get()) != 0) throw io_error("fdatasync " + next, errno);

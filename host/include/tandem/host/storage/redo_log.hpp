@@ -59,6 +59,7 @@
 
 #include <tandem/batch.hpp>
 #include <tandem/core/types.hpp>
+#include <tandem/host/storage/detail/posix_file.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -152,21 +153,6 @@ class redo_log {
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
 
  private:
-  /// Owns a file descriptor.
-  class unique_fd {
-   public:
-    explicit unique_fd(int fd = -1) noexcept : fd_(fd) {}
-    unique_fd(unique_fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-    unique_fd& operator=(unique_fd&& o) noexcept;
-    unique_fd(const unique_fd&) = delete;
-    unique_fd& operator=(const unique_fd&) = delete;
-    ~unique_fd();
-    [[nodiscard]] int get() const noexcept { return fd_; }
-
-   private:
-    int fd_;
-  };
-
   /// Bytes queued for the next flush: the caller's array (`data`) or
   /// `staged_[offset, offset + bytes)` when `data` is null.
   struct piece {
@@ -186,9 +172,9 @@ class redo_log {
 
   std::string dir_;
   std::string path_;  ///< dir_/redo.log
-  unique_fd dir_fd_;
-  unique_fd lock_fd_;
-  unique_fd fd_;
+  detail::unique_fd dir_fd_;
+  detail::unique_fd lock_fd_;
+  detail::unique_fd fd_;
   bool replayed_ = false;
   std::string failure_;  ///< why the log failed; empty while usable
 
