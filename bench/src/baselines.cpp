@@ -90,12 +90,36 @@ std::uint64_t answer_serially(const std::vector<op>& ops, Apply&& apply) {
   return hits;
 }
 
+/// What every baseline here shares: its arena of T threads, and run and
+/// answer_here over Derived::apply(op, answer&, std::vector<entry>& scan
+/// buffer), which answers one op and returns the scan entries it produced.
+template <class Derived>
+class batch_baseline : public baseline {
+ public:
+  explicit batch_baseline(std::size_t threads) : arena_(static_cast<int>(threads)) {}
+
+  run_figures run(const std::vector<std::vector<op>>& batches, const progress_fn& progress) final {
+    return run_batches(arena_, batches, progress,
+                       [this](const op& o, answer& a, std::vector<entry>& buf) { return self().apply(o, a, buf); });
+  }
+
+  std::uint64_t answer_here(const std::vector<op>& ops) final {
+    return answer_serially(ops,
+                           [this](const op& o, answer& a, std::vector<entry>& buf) { return self().apply(o, a, buf); });
+  }
+
+ protected:
+  tbb::task_arena arena_;
+
+ private:
+  Derived& self() noexcept { return static_cast<Derived&>(*this); }
+};
+
 // ---- absl::btree_map, key-range sharded, shared_mutex per shard -------------
 
-class absl_baseline final : public baseline {
+class absl_baseline final : public batch_baseline<absl_baseline> {
  public:
-  absl_baseline(std::size_t threads, std::size_t shard_count)
-      : arena_(static_cast<int>(threads)), shards_(shard_count) {
+  absl_baseline(std::size_t threads, std::size_t shard_count) : batch_baseline(threads), shards_(shard_count) {
     if (shard_count == 0 || (shard_count & (shard_count - 1)) != 0 || shard_count > (1u << 16)) {
       throw std::invalid_argument("absl shards must be a power of two in [1, 65536]");
     }
@@ -129,15 +153,6 @@ class absl_baseline final : public baseline {
     return seconds_since(t0);
   }
 
-  run_figures run(const std::vector<std::vector<op>>& batches, const progress_fn& progress) override {
-    return run_batches(arena_, batches, progress,
-                       [this](const op& o, answer& a, std::vector<entry>& buf) { return apply(o, a, buf); });
-  }
-
-  std::uint64_t answer_here(const std::vector<op>& ops) override {
-    return answer_serially(ops, [this](const op& o, answer& a, std::vector<entry>& buf) { return apply(o, a, buf); });
-  }
-
   std::size_t size() const override {
     std::size_t n = 0;
     for (const shard& s : shards_) n += s.map.size();
@@ -151,6 +166,8 @@ class absl_baseline final : public baseline {
   }
 
  private:
+  friend class batch_baseline<absl_baseline>;
+
   struct alignas(64) shard {
     mutable std::shared_mutex mutex;
     absl::btree_map<key_type, value_type> map;
@@ -247,16 +264,15 @@ class absl_baseline final : public baseline {
     return 0;
   }
 
-  tbb::task_arena arena_;
   std::vector<shard> shards_;
   int bits_ = 0;
 };
 
 // ---- tbb::concurrent_map ----------------------------------------------------
 
-class tbb_baseline final : public baseline {
+class tbb_baseline final : public batch_baseline<tbb_baseline> {
  public:
-  explicit tbb_baseline(std::size_t threads) : arena_(static_cast<int>(threads)) {}
+  explicit tbb_baseline(std::size_t threads) : batch_baseline(threads) {}
 
   std::string name() const override { return "tbb"; }
   std::string description() const override {
@@ -274,15 +290,6 @@ class tbb_baseline final : public baseline {
     return seconds_since(t0);
   }
 
-  run_figures run(const std::vector<std::vector<op>>& batches, const progress_fn& progress) override {
-    return run_batches(arena_, batches, progress,
-                       [this](const op& o, answer& a, std::vector<entry>& buf) { return apply(o, a, buf); });
-  }
-
-  std::uint64_t answer_here(const std::vector<op>& ops) override {
-    return answer_serially(ops, [this](const op& o, answer& a, std::vector<entry>& buf) { return apply(o, a, buf); });
-  }
-
   std::size_t size() const override { return map_.size(); }
 
   void for_each(const std::function<void(key_type, value_type)>& f) const override {
@@ -290,6 +297,8 @@ class tbb_baseline final : public baseline {
   }
 
  private:
+  friend class batch_baseline<tbb_baseline>;
+
   std::uint64_t apply(const op& o, answer& a, std::vector<entry>& buf) {
     a = answer{};
     switch (o.type) {
@@ -350,7 +359,6 @@ class tbb_baseline final : public baseline {
     return 0;
   }
 
-  tbb::task_arena arena_;
   tbb::concurrent_map<key_type, std::atomic<value_type>> map_;
 };
 

@@ -1,7 +1,8 @@
 #include "shard_cut.hpp"
 
+#include <tandem/host/counting_scatter.hpp>
+
 #include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_reduce.h>
 
 #include <algorithm>
@@ -60,39 +61,16 @@ void cut_by_range(const tandem::key_type* keys, const std::uint64_t* args, const
     throw std::invalid_argument("cut_by_range: the cut has no room for args and types");
   }
   const std::size_t chunks = (n + cut_chunk - 1) / cut_chunk;
-  std::size_t* counts = out.chunk_counts.data();  // [chunk][shard]
-  auto chunk_range = [&](std::size_t c) { return std::pair{c * cut_chunk, std::min(n, (c + 1) * cut_chunk)}; };
-  // Pass 1: ops of each range in each chunk.
-  tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
-    std::size_t* mine = counts + c * shards;
-    std::fill(mine, mine + shards, std::size_t{0});
-    const auto [lo, hi] = chunk_range(c);
-    for (std::size_t i = lo; i < hi; ++i) ++mine[shard_of(lows, keys[i])];
-  });
-  // Where each chunk's ops of each range go: range by range, chunk by
-  // chunk, so every part keeps batch order.
-  std::size_t at = 0;
-  for (std::size_t s = 0; s < shards; ++s) {
-    out.begin[s] = at;
-    for (std::size_t c = 0; c < chunks; ++c) {
-      const std::size_t count = counts[c * shards + s];
-      counts[c * shards + s] = at;
-      at += count;
-    }
-  }
-  out.begin[shards] = at;
-  // Pass 2: each op to its place.
-  tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
-    std::size_t* next = counts + c * shards;
-    const auto [lo, hi] = chunk_range(c);
-    for (std::size_t i = lo; i < hi; ++i) {
-      const std::size_t j = next[shard_of(lows, keys[i])]++;
-      out.keys[j] = keys[i];
-      out.positions[j] = static_cast<std::uint32_t>(i);
-      if (with_args) out.args[j] = args[i];
-      if (with_types) out.types[j] = types[i];
-    }
-  });
+  tandem::host::counting_scatter(
+      chunks, shards, [&](std::size_t c) { return std::min(n, c * cut_chunk); },
+      [&](std::size_t i) { return keys[i]; }, [&](tandem::key_type key) { return shard_of(lows, key); },
+      [&](std::size_t i, tandem::key_type key, std::size_t j) {
+        out.keys[j] = key;
+        out.positions[j] = static_cast<std::uint32_t>(i);
+        if (with_args) out.args[j] = args[i];
+        if (with_types) out.types[j] = types[i];
+      },
+      out.chunk_counts.data(), out.begin.data());
 }
 
 std::uint64_t put_back(const shard_cut& cut, std::size_t s, const tandem::value_type* values,

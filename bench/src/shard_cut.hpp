@@ -7,11 +7,12 @@
 /// order, and the parts' answers are written back at the ops' batch
 /// positions.
 ///
-/// The parts lie back to back in one set of arrays (a counting sort by
-/// range, stable), so a part is a window of them that an index reads and
-/// answers in place. Both passes run in parallel on the calling thread's
-/// TBB arena. The cut's arrays are pinned by default (pinned_vector.hpp),
-/// so an index on a GPU reads a part's keys directly, without staging.
+/// The parts lie back to back in one set of arrays (a stable counting sort
+/// by range: tandem::host::counting_scatter, the pass CPU routing sorts
+/// with), so a part is a window of them that an index reads and answers in
+/// place. Both passes run in parallel on the calling thread's TBB arena.
+/// The cut's arrays are pinned by default (pinned_vector.hpp), so an index
+/// on a GPU reads a part's keys directly, without staging.
 
 #include "pinned_vector.hpp"
 

@@ -62,31 +62,6 @@ std::string what_of(const std::exception_ptr& e) {
 
 }  // namespace
 
-tandem::stage_times stage_difference(const tandem::stage_times& a, const tandem::stage_times& b) {
-  tandem::stage_times d;
-  d.validate = a.validate - b.validate;
-  d.route = a.route - b.route;
-  d.order = a.order - b.order;
-  d.read = a.read - b.read;
-  d.leaf = a.leaf - b.leaf;
-  d.sync = a.sync - b.sync;
-  d.complete = a.complete - b.complete;
-  return d;
-}
-
-tandem::stage_bytes stage_difference(const tandem::stage_bytes& a, const tandem::stage_bytes& b) {
-  tandem::stage_bytes d;
-  d.validate = a.validate - b.validate;
-  d.route = a.route - b.route;
-  d.order = a.order - b.order;
-  d.read = a.read - b.read;
-  d.leaf = a.leaf - b.leaf;
-  d.sync = a.sync - b.sync;
-  d.complete = a.complete - b.complete;
-  d.pcie = a.pcie - b.pcie;
-  return d;
-}
-
 void build_batch(const std::vector<tandem::op>& ops, tandem::batch& b) {
   using tandem::op_type;
   const std::size_t n = ops.size();

@@ -61,8 +61,10 @@ struct tandem_figures {
 
   /// Host bytes (the stages' bytes less those that crossed PCIe).
   [[nodiscard]] std::uint64_t host_bytes() const noexcept {
-    const std::uint64_t all = bytes.validate + bytes.route + bytes.order + bytes.read + bytes.leaf + bytes.sync +
-                              bytes.complete;
+    std::uint64_t all = 0;  // the stages' bytes (pcie is a part of them, not a stage)
+    tandem::stage_bytes::for_each_field([&](auto field) {
+      if (field != &tandem::stage_bytes::pcie) all += bytes.*field;
+    });
     return all > bytes.pcie ? all - bytes.pcie : 0;
   }
 
@@ -90,9 +92,13 @@ struct tandem_figures {
 [[nodiscard]] tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tandem::op>>& batches,
                                         std::size_t inflight, bool keep_results, const std::string& label);
 
-/// `a - b`, field by field.
-[[nodiscard]] tandem::stage_times stage_difference(const tandem::stage_times& a, const tandem::stage_times& b);
-[[nodiscard]] tandem::stage_bytes stage_difference(const tandem::stage_bytes& a, const tandem::stage_bytes& b);
+/// `a - b`, field by field (tandem::stage_times or tandem::stage_bytes).
+template <class Stages>
+[[nodiscard]] Stages stage_difference(const Stages& a, const Stages& b) {
+  Stages d;
+  Stages::for_each_field([&](auto field) { d.*field = a.*field - b.*field; });
+  return d;
+}
 
 /// Appends `ops` to `b`: whole columns (get/put/insert/erase/lower_bound of
 /// arrays) when every op has one type, else op by op.

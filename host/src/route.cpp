@@ -2,6 +2,8 @@
 // descent per leaf over the sorted keys.
 #include <tandem/host/route.hpp>
 
+#include <tandem/host/counting_scatter.hpp>
+
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_reduce.h>
@@ -180,36 +182,18 @@ void check_batch(const inner_layout_view& v, std::size_t n, std::uint32_t first_
 
 /// Pass 1: a stable scatter of (key, position) items into buckets by digit
 /// `d` of the key (key i at keys[i * stride]), chunks of the input in
-/// parallel. Fills ws.bucket_begin.
+/// parallel (counting_scatter.hpp). Fills ws.bucket_begin.
 void partition(const key_type* keys, std::size_t stride, std::size_t n, digit d, item* out, route_workspace& ws) {
   const std::size_t buckets = d.count();
   const auto threads = static_cast<std::size_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
   const std::size_t chunks = std::max<std::size_t>(1, std::min(4 * threads, n / chunk_min));
-  auto chunk_begin = [&](std::size_t c) { return c * n / chunks; };
-  ws.histograms.assign(chunks * buckets, 0);
-  std::uint32_t* hist = ws.histograms.data();
-  tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
-    std::uint32_t* h = hist + c * buckets;
-    for (std::size_t i = chunk_begin(c), e = chunk_begin(c + 1); i < e; ++i) ++h[d.of(keys[i * stride])];
-  });
+  ws.histograms.resize(chunks * buckets);
   ws.bucket_begin.resize(buckets + 1);
-  std::uint32_t sum = 0;
-  for (std::size_t b = 0; b < buckets; ++b) {
-    ws.bucket_begin[b] = sum;
-    for (std::size_t c = 0; c < chunks; ++c) {
-      const std::uint32_t count = hist[c * buckets + b];
-      hist[c * buckets + b] = sum;
-      sum += count;
-    }
-  }
-  ws.bucket_begin[buckets] = sum;
-  tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
-    std::uint32_t* h = hist + c * buckets;
-    for (std::size_t i = chunk_begin(c), e = chunk_begin(c + 1); i < e; ++i) {
-      const key_type key = keys[i * stride];
-      out[h[d.of(key)]++] = make_item(key, i);
-    }
-  });
+  counting_scatter(
+      chunks, buckets, [&](std::size_t c) { return c * n / chunks; }, [&](std::size_t i) { return keys[i * stride]; },
+      [&](key_type key) { return d.of(key); },
+      [&](std::size_t i, key_type key, std::uint32_t at) { out[at] = make_item(key, i); }, ws.histograms.data(),
+      ws.bucket_begin.data());
 }
 
 /// Pass 1 over n keys (key i at keys[i * stride]): (key, i) items into

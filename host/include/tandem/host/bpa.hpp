@@ -108,7 +108,7 @@ class basic_bpa {
   /// Most keys one BPA holds; an insert of a new key beyond it is refused.
   static constexpr std::size_t capacity = std::size_t{NumBlocks} * BlockSize;
   /// `apply` merges when `run_length * merge_crossover >= size()` (see
-  /// bench/host/leaf_bench.cpp, BM_ApplyRun, for the measurement).
+  /// bench/host/apply_run_bench.cpp, BM_ApplyRun, for the measurement).
   static constexpr std::size_t merge_crossover = 10;
 
   basic_bpa() noexcept { clear(); }
