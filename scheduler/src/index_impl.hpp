@@ -2,7 +2,8 @@
 // index::impl: the state of one index and the stages a batch goes through.
 // One file per stage implements it:
 //   dispatcher.cpp   submit queue, the dispatcher thread, look-ahead, delivery
-//   validate.cpp     checking ops, status column, op counts     (step 1)
+//   validate.cpp     the config; checking ops, status column,
+//                    op counts                                   (step 1)
 //   route_stage.cpp  CPU/GPU split, sort-and-route, merge        (step 2)
 //   leaf_stage.cpp   leaf phase and answers back to batch order  (steps 3, 5),
 //                    or small batches of gets answered directly  (no step 2)
@@ -172,6 +173,10 @@ class index::impl {
   void note_callback_error(const char* what) noexcept;
 
   // validate.cpp
+  /// Checks each field of `c` against the range its comment in config.hpp
+  /// states. @throws std::invalid_argument naming the field, the range and
+  /// the value given
+  static void validate_config(const config& c);
   void validate(prepared& p);
 
   // route_stage.cpp
