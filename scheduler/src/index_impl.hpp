@@ -1,7 +1,11 @@
 #pragma once
 // index::impl: the state of one index and the stages a batch goes through.
 // One file per stage implements it:
-//   dispatcher.cpp   submit queue, the dispatcher thread, look-ahead, delivery
+//   lifecycle.cpp    constructor and destructor, loads and barriers waited for
+//   submit_queue.cpp the submit queue: enqueue on any thread, taken in order
+//   caller_runs.cpp  reads answered on the calling thread, point writes
+//   dispatch.cpp     the dispatcher thread: group commit, look-ahead,
+//                    the pipeline of stages, reader tasks
 //   validate.cpp     the config; checking ops, status column,
 //                    op counts                                   (step 1)
 //   route_stage.cpp  CPU/GPU split, sort-and-route, merge        (step 2)
@@ -9,6 +13,7 @@
 //                    or small batches of gets answered directly  (no step 2)
 //   inner_sync.cpp   splits into the leaf table, layout rebuild, GPU upload,
 //                    load and verify                             (step 4)
+//   delivery.cpp     futures and callbacks, a fold's members answered
 //   persist.cpp      snapshots, the redo log, checkpoints and recovery
 //   stats.cpp        the stats snapshot
 // The queue's unit of work is a job (job.hpp); a batch between its route and
@@ -105,9 +110,13 @@ class index::impl {
   void verify_all();
 
  private:
-  // dispatcher.cpp
+  // submit_queue.cpp
+  /// Whether `j` counts as a write for reader_gate (job::writes).
+  static bool may_write(const job& j) noexcept;
   job* pop_or_wait();
   job* try_pop();
+
+  // caller_runs.cpp
   /// config.caller_runs: answers `j` on this thread, as a reader beside
   /// any others, when it is a small batch of gets, lower_bounds and counts
   /// for a future, no reader task runs, and the writes submitted before it
@@ -124,8 +133,8 @@ class index::impl {
   /// Most leaves past its first that a count of a batch answered on its
   /// caller may span (run_on_caller); longer ones go through the queue.
   static constexpr std::size_t max_caller_count_leaves = 8;
-  /// Whether `j` counts as a write for reader_gate (job::writes).
-  static bool may_write(const job& j) noexcept;
+
+  // dispatch.cpp
   void dispatch();
   void run(job* j);
   prepared* take_slot(job* j);
@@ -137,7 +146,23 @@ class index::impl {
   /// The job to run next: a held one, else one from the queue (nullptr when
   /// there is none).
   job* take_next() { return held_.empty() ? try_pop() : held_.pop_front(); }
-  void finish(job& j, batch_result&& result, const std::exception_ptr& failure);
+  /// Hands a prepared batch of gets answered directly (no callback, not
+  /// small) to a reader task, which answers and delivers it beside the
+  /// dispatcher and other readers. @return false (nothing done) when the
+  /// batch must run on the dispatcher.
+  bool launch_reader(prepared& p);
+  /// Waits until no reader task runs: before anything that writes leaves,
+  /// the leaf table or the layout.
+  void wait_for_readers() const;
+  void prepare(prepared& p);
+  void leaf_stage(prepared& p);
+
+  // delivery.cpp
+  void deliver(prepared& p, bool on_worker = false);
+  /// Makes p.member_results for a group-commit job, each holding its
+  /// member's error messages and room for its keys. Runs before the batch's
+  /// first write, where failing for lack of memory fails the batch whole.
+  static void make_member_results(prepared& p);
   /// on_worker: the caller is a reader task on the arena, which fulfils
   /// the members' futures itself, in parallel.
   void deliver_members(prepared& p, bool on_worker);
@@ -155,21 +180,7 @@ class index::impl {
   /// Waits until every reader task has finished and every fold handed to
   /// the arena has been answered.
   void wait_for_answers();
-  /// Hands a prepared batch of gets answered directly (no callback, not
-  /// small) to a reader task, which answers and delivers it beside the
-  /// dispatcher and other readers. @return false (nothing done) when the
-  /// batch must run on the dispatcher.
-  bool launch_reader(prepared& p);
-  /// Waits until no reader task runs: before anything that writes leaves,
-  /// the leaf table or the layout.
-  void wait_for_readers() const;
-  /// Makes p.member_results for a group-commit job, each holding its
-  /// member's error messages and room for its keys. Runs before the batch's
-  /// first write, where failing for lack of memory fails the batch whole.
-  static void make_member_results(prepared& p);
-  void prepare(prepared& p);
-  void leaf_stage(prepared& p);
-  void deliver(prepared& p, bool on_worker = false);
+  void finish(job& j, batch_result&& result, const std::exception_ptr& failure);
   void note_callback_error(const char* what) noexcept;
 
   // validate.cpp
