@@ -283,54 +283,6 @@ class index::impl {
   static void release_free_memory() noexcept;
   void load(const load_input& in);
 
-  // persist.cpp
-  /// Takes up a save job on the dispatcher: copies the leaf table and
-  /// starts saver_, counted as a reader, which writes the snapshot
-  /// (write_snapshot), fulfils the job and deletes it.
-  void start_save(job* j);
-  void write_snapshot(const std::string& path, const std::vector<leaf_id>& ids, std::uint64_t sequence);
-  [[nodiscard]] std::string checkpoint_path() const { return cfg_.storage_dir + "/checkpoint.snapshot"; }
-  /// Whether the batch's writes go to the redo log: it has writes, ran,
-  /// and the index is not replaying the log.
-  [[nodiscard]] bool needs_log(const prepared& p) const noexcept;
-  /// Copies the write ops of a batch that will be logged and has other ops
-  /// too into its route space, in parallel (prepare, after validate).
-  void gather_log_ops(prepared& p);
-  /// Refuses a batch with writes while the log is failed (p.failure).
-  /// @return whether it was refused
-  bool refuse_if_log_failed(prepared& p) noexcept;
-  /// Appends the batch's write ops to the log as one record and writes it
-  /// to the OS; under log_sync::batch its answer then waits for the syncer
-  /// (p.log_sequence). A failure goes to p.log_failure and fails the log.
-  /// Logger thread, or the dispatcher for a small batch; one at a time, in
-  /// queue order.
-  void write_log(prepared& p);
-  /// Whether p's record is synced (or the log failed): its answer may go.
-  bool durable(const prepared& p);
-  /// Waits until p's record is synced; if the log fails first, the batch
-  /// fails (p.log_failure).
-  void wait_durable(prepared& p);
-  /// The syncer thread (log_sync group and batch): fdatasyncs what the
-  /// logger wrote, at once (batch) or once a window (group), beside the
-  /// next record's write, and wakes the deliveries waiting for it.
-  void sync_loop();
-  /// Keeps the syncer away from the log (reset_log), and lets it go on.
-  void pause_syncer();
-  void resume_syncer();
-  void stop_syncer() noexcept;
-  /// Fails the log: batches with writes are refused until a checkpoint.
-  void fail_log(const std::string& why) noexcept;
-  /// The error of batch `sequence`, applied but not durable, for `why`
-  /// (null: the log's failure).
-  std::exception_ptr unlogged_batch_error(std::uint64_t sequence, const char* why) const noexcept;
-  /// After a snapshot at `sequence` in the checkpoint file: drops the
-  /// records it covers, reopening the log when it had failed. Dispatcher
-  /// thread, no record being written.
-  void reset_log(std::uint64_t sequence);
-  /// A load with config.storage_dir: the new contents written to the
-  /// checkpoint file and the log emptied, before any later batch runs.
-  void checkpoint_after_load();
-
   // stats.cpp
   void publish_stats(const prepared* p, bool failed, std::uint64_t splits);
 
@@ -549,6 +501,55 @@ class index::impl {
   std::thread dispatcher_;
   std::thread::id dispatcher_id_;  // dispatcher_'s, kept apart: its join() rewrites dispatcher_
   std::thread saver_;  // the latest save (start_save); joined before the next one and by the destructor
+
+  // persist.cpp: snapshots, the redo log, checkpoints and recovery, with
+  // the redo log's state below.
+  /// Takes up a save job on the dispatcher: copies the leaf table and
+  /// starts saver_, counted as a reader, which writes the snapshot
+  /// (write_snapshot), fulfils the job and deletes it.
+  void start_save(job* j);
+  void write_snapshot(const std::string& path, const std::vector<leaf_id>& ids, std::uint64_t sequence);
+  [[nodiscard]] std::string checkpoint_path() const { return cfg_.storage_dir + "/checkpoint.snapshot"; }
+  /// Whether the batch's writes go to the redo log: it has writes, ran,
+  /// and the index is not replaying the log.
+  [[nodiscard]] bool needs_log(const prepared& p) const noexcept;
+  /// Copies the write ops of a batch that will be logged and has other ops
+  /// too into its route space, in parallel (prepare, after validate).
+  void gather_log_ops(prepared& p);
+  /// Refuses a batch with writes while the log is failed (p.failure).
+  /// @return whether it was refused
+  bool refuse_if_log_failed(prepared& p) noexcept;
+  /// Appends the batch's write ops to the log as one record and writes it
+  /// to the OS; under log_sync::batch its answer then waits for the syncer
+  /// (p.log_sequence). A failure goes to p.log_failure and fails the log.
+  /// Logger thread, or the dispatcher for a small batch; one at a time, in
+  /// queue order.
+  void write_log(prepared& p);
+  /// Whether p's record is synced (or the log failed): its answer may go.
+  bool durable(const prepared& p);
+  /// Waits until p's record is synced; if the log fails first, the batch
+  /// fails (p.log_failure).
+  void wait_durable(prepared& p);
+  /// The syncer thread (log_sync group and batch): fdatasyncs what the
+  /// logger wrote, at once (batch) or once a window (group), beside the
+  /// next record's write, and wakes the deliveries waiting for it.
+  void sync_loop();
+  /// Keeps the syncer away from the log (reset_log), and lets it go on.
+  void pause_syncer();
+  void resume_syncer();
+  void stop_syncer() noexcept;
+  /// Fails the log: batches with writes are refused until a checkpoint.
+  void fail_log(const std::string& why) noexcept;
+  /// The error of batch `sequence`, applied but not durable, for `why`
+  /// (null: the log's failure).
+  std::exception_ptr unlogged_batch_error(std::uint64_t sequence, const char* why) const noexcept;
+  /// After a snapshot at `sequence` in the checkpoint file: drops the
+  /// records it covers, reopening the log when it had failed. Dispatcher
+  /// thread, no record being written.
+  void reset_log(std::uint64_t sequence);
+  /// A load with config.storage_dir: the new contents written to the
+  /// checkpoint file and the log emptied, before any later batch runs.
+  void checkpoint_after_load();
 
   // The redo log (config.storage_dir; persist.cpp). The logger thread writes
   // one record at a time, the dispatcher waits for it before the next.
