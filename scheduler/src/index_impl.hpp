@@ -1,15 +1,23 @@
 #pragma once
 // index::impl: the state of one index and the stages a batch goes through.
 // One file per stage implements it:
-//   dispatcher.cpp   submit queue, the dispatcher thread, look-ahead, delivery
-//   validate.cpp     checking ops, status column, op counts     (step 1)
+//   lifecycle.cpp    constructor and destructor, loads and barriers waited for
+//   submit_queue.cpp the submit queue: enqueue on any thread, taken in order
+//   caller_runs.cpp  reads answered on the calling thread, point writes
+//   dispatch.cpp     the dispatcher thread: group commit, look-ahead,
+//                    the pipeline of stages, reader tasks
+//   validate.cpp     the config; checking ops, status column,
+//                    op counts                                   (step 1)
 //   route_stage.cpp  CPU/GPU split, sort-and-route, merge        (step 2)
 //   leaf_stage.cpp   leaf phase and answers back to batch order  (steps 3, 5),
 //                    or small batches of gets answered directly  (no step 2)
 //   inner_sync.cpp   splits into the leaf table, layout rebuild, GPU upload,
 //                    load and verify                             (step 4)
+//   delivery.cpp     futures and callbacks, a fold's members answered
 //   persist.cpp      snapshots, the redo log, checkpoints and recovery
 //   stats.cpp        the stats snapshot
+// The queue's unit of work is a job (job.hpp); a batch between its route and
+// its answers is a prepared batch in a route space (prepared_batch.hpp).
 // Threads: the dispatcher thread owns the leaves, the leaf table and the
 // layout; the look-ahead thread routes the next batch (validate + route)
 // while the dispatcher runs the current one's leaf phase; the GPU thread
@@ -32,6 +40,8 @@
 #include <tandem/scheduler/share_policy.hpp>
 
 #include "batch_memory.hpp"
+#include "job.hpp"
+#include "prepared_batch.hpp"
 #include "reader_gate.hpp"
 #include "worker_thread.hpp"
 
@@ -59,217 +69,6 @@ using clock_type = std::chrono::steady_clock;
 inline double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
-
-/// The pairs of a load, read where the caller keeps them (`index::load`
-/// waits for the load, so they outlive it): pair i is keys[i * stride],
-/// values[i * stride].
-struct load_input {
-  const key_type* keys = nullptr;
-  const value_type* values = nullptr;
-  std::size_t stride = 1;
-  std::size_t n = 0;
-  /// A snapshot's sequence number (index::open): later batches are numbered
-  /// after it.
-  std::uint64_t sequence = 0;
-};
-
-/// One unit of work in the queue: a batch, a load, a barrier or a save.
-struct job {
-  enum class kind { batch, load, barrier, save } type = kind::batch;
-  std::string path;                    // save
-  std::uint64_t* saved_sequence = nullptr;  // save: receives the snapshot's sequence number
-  tandem::batch ops;
-  load_input pairs;                    // load
-  std::promise<batch_result> promise;  // batch via submit(b)
-  index::callback done;                // batch via submit(b, cb)
-  std::promise<void> finished;         // load, barrier
-  std::function<void()> barrier_work;  // barrier: runs on the dispatcher
-  std::chrono::steady_clock::time_point submitted;  // batch: when it was queued
-  /// Writes it counts as for readers on callers (reader_gate): 1 for a
-  /// load, a barrier or a batch that may write, 0 for a save or a batch of
-  /// reads; a fold, its members' sum.
-  std::uint32_t writes = 0;
-  /// index::submit(columns): `ops` is over the caller's arrays (batch::over)
-  /// and the answers go to these (null: not written); `finished` is
-  /// fulfilled once they are written.
-  /// Its caller waits for it inside the call (execute, the point writes):
-  /// not counted as a write for readers (job::writes).
-  bool awaited = false;
-  bool in_place = false;
-  value_type* values_out = nullptr;
-  std::uint8_t* found_out = nullptr;
-  key_type* keys_out = nullptr;
-  // Group commit: a batch job made of queued batches run as one. `ops` holds
-  // theirs back to back; member i owns ops [member_begin[i], member_begin[i + 1]).
-  std::vector<job*> members;
-  std::vector<std::size_t> member_begin;
-  /// Op `i` of this job as its own batch numbers it (for error messages).
-  [[nodiscard]] std::size_t local_index(std::size_t i) const noexcept {
-    if (member_begin.empty()) return i;
-    return i - *(std::upper_bound(member_begin.begin(), member_begin.end(), i) - 1);
-  }
-};
-
-/// The arrays of one routed batch (routed_batch_view), grow-only.
-struct routed_arrays {
-  scheduler::host_array<std::uint32_t> positions, group_begin, group_ordinal;
-  scheduler::host_array<key_type> keys;
-  scheduler::host_array<std::uint64_t> args;
-  scheduler::host_array<std::uint8_t> types;
-  scheduler::host_array<leaf_hint> hints;
-  void release() noexcept {
-    positions.release();
-    group_begin.release();
-    group_ordinal.release();
-    keys.release();
-    args.release();
-    types.release();
-    hints.release();
-  }
-  void set_kind(scheduler::memory_kind k) {
-    hints.set_kind(k);
-    positions.set_kind(k);
-    group_begin.set_kind(k);
-    group_ordinal.set_kind(k);
-    keys.set_kind(k);
-    args.set_kind(k);
-    types.set_kind(k);
-  }
-  /// A view with room for n ops; args and types only when wanted.
-  routed_batch_view view(std::size_t n, bool with_args_and_types) {
-    routed_batch_view v;
-    v.positions = positions.get(n);
-    v.keys = keys.get(n);
-    v.args = with_args_and_types ? args.get(n) : nullptr;
-    v.types = with_args_and_types ? types.get(n) : nullptr;
-    v.group_begin = group_begin.get(n + 1);
-    v.group_ordinal = group_ordinal.get(n);
-    return v;
-  }
-};
-
-/// Buffers of one batch between its route and its answers. Three exist: one
-/// batch is routed while the previous one runs its leaf phase and the one
-/// before that gets its answers back in batch order on the GPU.
-struct route_space {
-  routed_arrays final_route;     // what the leaf phase reads
-  routed_arrays gpu_side, cpu_side;  // the shares of a split route, before the merge
-  std::vector<routed_batch_view> parts;   // the GPU's slices (in gpu_side), then the CPU's share
-  std::vector<std::uint32_t> part_bases;  // added to each part's positions by the merge
-  host::merge_workspace merge_work;
-  host::route_workspace cpu_work;  // work arrays of CPU routing
-  host::route_workspace fallback_work;  // of the GPU side re-routing a failed slice beside the CPU share
-  std::vector<key_type> range_sample;     // route_gpu_ranges: sampled keys, then each range's first key
-  std::vector<key_type> range_lows;
-  scheduler::host_array<value_type> answers;     // leaf-phase answers in routed order
-  scheduler::host_array<std::uint8_t> found;
-  // Per batch position: the scan's entry of batch::scans() (scan ops only).
-  scheduler::host_array<std::uint32_t> scan_slot;
-  // The batch's write ops for its redo log record (gather_log_ops), when it
-  // has other ops too.
-  scheduler::host_array<op_type> log_types;
-  scheduler::host_array<key_type> log_keys;
-  scheduler::host_array<value_type> log_args;
-  void set_kind(scheduler::memory_kind k) {
-    final_route.set_kind(k);
-    gpu_side.set_kind(k);
-    cpu_side.set_kind(k);
-    answers.set_kind(k);
-    found.set_kind(k);
-  }
-  /// Gives back every array (the next batch allocates again).
-  void release() noexcept {
-    final_route.release();
-    gpu_side.release();
-    cpu_side.release();
-    answers.release();
-    found.release();
-    scan_slot.release();
-    log_types.release();
-    log_keys.release();
-    log_args.release();
-    merge_work = {};
-    cpu_work = {};
-    fallback_work = {};
-    range_sample = {};
-    range_lows = {};
-  }
-};
-
-/// What the route stage of one batch did.
-struct route_report {
-  std::size_t gpu_keys = 0;
-  std::size_t cpu_keys = 0;
-  double gpu_seconds = 0;
-  double cpu_seconds = 0;
-  bool gpu_failed = false;
-  std::array<std::uint64_t, op_type_count> ops_by_type{};
-  double gpu_rate = 0;  // the policy's moving averages after this batch
-  double cpu_rate = 0;
-  device::route_timing gpu;
-};
-
-/// A batch between its route and its leaf phase (two, reused).
-struct prepared {
-  job* j = nullptr;
-  std::size_t n = 0;  // ops in the batch
-  route_space* space = nullptr;
-  std::shared_ptr<const inner_layout> version;  // the layout its ordinals refer to
-  std::shared_ptr<tandem::detail::answer_columns> columns;
-  tandem::detail::column<key_type> result_keys;  // the batch's key column, lower_bound keys patched
-  std::vector<std::pair<std::size_t, std::string>> errors;  // ops that did not run, by index
-  /// A group-commit job's results, one per member, made before the batch's
-  /// first write (make_member_results): delivering them allocates nothing.
-  std::vector<batch_result> member_results;
-  routed_batch_view routes;
-  bool gets_only = false;
-  bool direct = false;  // gets answered directly, not routed (config.direct_get_ops)
-  stage_times times;
-  stage_bytes bytes;
-  host::leaf_line_count lines;  // sampled point ops and their leaf lines (stats::leaf_lines)
-  std::size_t hinted_ops = 0, stale_hints = 0;  // stats::hinted_ops, stale_hints
-  route_report info;
-  bool gpu_scatter = false;
-  std::uint64_t splits = 0;
-  std::exception_ptr failure;
-  bool log_gathered = false;  // its write ops are in space->log_* (gather_log_ops)
-  bool logging = false;  // its redo log record is being written (logger thread)
-  bool scattering = false;  // its GPU scatter task was started (the task may clear gpu_scatter)
-  /// log_sync::batch: its record's sequence number, until a sync covers it
-  /// (the answer waits); 0: nothing to wait for.
-  std::uint64_t log_sequence = 0;
-  std::exception_ptr log_failure;  // the record could not be written or synced: the batch's answer
-  std::chrono::steady_clock::time_point taken;  // when the dispatcher took it up
-  std::uint64_t sequence = 0;  // its own, or its first member's (queue order)
-  void reset(job* jb, route_space* sp) {
-    j = jb;
-    taken = std::chrono::steady_clock::now();
-    n = jb->ops.size();
-    space = sp;
-    version.reset();
-    columns.reset();
-    result_keys = {};
-    errors.clear();
-    member_results.clear();
-    routes = {};
-    gets_only = false;
-    direct = false;
-    times = {};
-    bytes = {};
-    lines = {};
-    hinted_ops = 0;
-    stale_hints = 0;
-    info = {};
-    gpu_scatter = false;
-    splits = 0;
-    failure = nullptr;
-    log_gathered = false;
-    logging = false;
-    scattering = false;
-    log_sequence = 0;
-    log_failure = nullptr;
-  }
-};
 
 class index::impl {
  public:
@@ -311,9 +110,13 @@ class index::impl {
   void verify_all();
 
  private:
-  // dispatcher.cpp
+  // submit_queue.cpp
+  /// Whether `j` counts as a write for reader_gate (job::writes).
+  static bool may_write(const job& j) noexcept;
   job* pop_or_wait();
   job* try_pop();
+
+  // caller_runs.cpp
   /// config.caller_runs: answers `j` on this thread, as a reader beside
   /// any others, when it is a small batch of gets, lower_bounds and counts
   /// for a future, no reader task runs, and the writes submitted before it
@@ -330,8 +133,8 @@ class index::impl {
   /// Most leaves past its first that a count of a batch answered on its
   /// caller may span (run_on_caller); longer ones go through the queue.
   static constexpr std::size_t max_caller_count_leaves = 8;
-  /// Whether `j` counts as a write for reader_gate (job::writes).
-  static bool may_write(const job& j) noexcept;
+
+  // dispatch.cpp
   void dispatch();
   void run(job* j);
   prepared* take_slot(job* j);
@@ -343,7 +146,23 @@ class index::impl {
   /// The job to run next: a held one, else one from the queue (nullptr when
   /// there is none).
   job* take_next() { return held_.empty() ? try_pop() : held_.pop_front(); }
-  void finish(job& j, batch_result&& result, const std::exception_ptr& failure);
+  /// Hands a prepared batch of gets answered directly (no callback, not
+  /// small) to a reader task, which answers and delivers it beside the
+  /// dispatcher and other readers. @return false (nothing done) when the
+  /// batch must run on the dispatcher.
+  bool launch_reader(prepared& p);
+  /// Waits until no reader task runs: before anything that writes leaves,
+  /// the leaf table or the layout.
+  void wait_for_readers() const;
+  void prepare(prepared& p);
+  void leaf_stage(prepared& p);
+
+  // delivery.cpp
+  void deliver(prepared& p, bool on_worker = false);
+  /// Makes p.member_results for a group-commit job, each holding its
+  /// member's error messages and room for its keys. Runs before the batch's
+  /// first write, where failing for lack of memory fails the batch whole.
+  static void make_member_results(prepared& p);
   /// on_worker: the caller is a reader task on the arena, which fulfils
   /// the members' futures itself, in parallel.
   void deliver_members(prepared& p, bool on_worker);
@@ -361,24 +180,14 @@ class index::impl {
   /// Waits until every reader task has finished and every fold handed to
   /// the arena has been answered.
   void wait_for_answers();
-  /// Hands a prepared batch of gets answered directly (no callback, not
-  /// small) to a reader task, which answers and delivers it beside the
-  /// dispatcher and other readers. @return false (nothing done) when the
-  /// batch must run on the dispatcher.
-  bool launch_reader(prepared& p);
-  /// Waits until no reader task runs: before anything that writes leaves,
-  /// the leaf table or the layout.
-  void wait_for_readers() const;
-  /// Makes p.member_results for a group-commit job, each holding its
-  /// member's error messages and room for its keys. Runs before the batch's
-  /// first write, where failing for lack of memory fails the batch whole.
-  static void make_member_results(prepared& p);
-  void prepare(prepared& p);
-  void leaf_stage(prepared& p);
-  void deliver(prepared& p, bool on_worker = false);
+  void finish(job& j, batch_result&& result, const std::exception_ptr& failure);
   void note_callback_error(const char* what) noexcept;
 
   // validate.cpp
+  /// Checks each field of `c` against the range its comment in config.hpp
+  /// states. @throws std::invalid_argument naming the field, the range and
+  /// the value given
+  static void validate_config(const config& c);
   void validate(prepared& p);
 
   // route_stage.cpp
@@ -473,54 +282,6 @@ class index::impl {
   /// malloc_trim; elsewhere nothing).
   static void release_free_memory() noexcept;
   void load(const load_input& in);
-
-  // persist.cpp
-  /// Takes up a save job on the dispatcher: copies the leaf table and
-  /// starts saver_, counted as a reader, which writes the snapshot
-  /// (write_snapshot), fulfils the job and deletes it.
-  void start_save(job* j);
-  void write_snapshot(const std::string& path, const std::vector<leaf_id>& ids, std::uint64_t sequence);
-  [[nodiscard]] std::string checkpoint_path() const { return cfg_.storage_dir + "/checkpoint.snapshot"; }
-  /// Whether the batch's writes go to the redo log: it has writes, ran,
-  /// and the index is not replaying the log.
-  [[nodiscard]] bool needs_log(const prepared& p) const noexcept;
-  /// Copies the write ops of a batch that will be logged and has other ops
-  /// too into its route space, in parallel (prepare, after validate).
-  void gather_log_ops(prepared& p);
-  /// Refuses a batch with writes while the log is failed (p.failure).
-  /// @return whether it was refused
-  bool refuse_if_log_failed(prepared& p) noexcept;
-  /// Appends the batch's write ops to the log as one record and writes it
-  /// to the OS; under log_sync::batch its answer then waits for the syncer
-  /// (p.log_sequence). A failure goes to p.log_failure and fails the log.
-  /// Logger thread, or the dispatcher for a small batch; one at a time, in
-  /// queue order.
-  void write_log(prepared& p);
-  /// Whether p's record is synced (or the log failed): its answer may go.
-  bool durable(const prepared& p);
-  /// Waits until p's record is synced; if the log fails first, the batch
-  /// fails (p.log_failure).
-  void wait_durable(prepared& p);
-  /// The syncer thread (log_sync group and batch): fdatasyncs what the
-  /// logger wrote, at once (batch) or once a window (group), beside the
-  /// next record's write, and wakes the deliveries waiting for it.
-  void sync_loop();
-  /// Keeps the syncer away from the log (reset_log), and lets it go on.
-  void pause_syncer();
-  void resume_syncer();
-  void stop_syncer() noexcept;
-  /// Fails the log: batches with writes are refused until a checkpoint.
-  void fail_log(const std::string& why) noexcept;
-  /// The error of batch `sequence`, applied but not durable, for `why`
-  /// (null: the log's failure).
-  std::exception_ptr unlogged_batch_error(std::uint64_t sequence, const char* why) const noexcept;
-  /// After a snapshot at `sequence` in the checkpoint file: drops the
-  /// records it covers, reopening the log when it had failed. Dispatcher
-  /// thread, no record being written.
-  void reset_log(std::uint64_t sequence);
-  /// A load with config.storage_dir: the new contents written to the
-  /// checkpoint file and the log emptied, before any later batch runs.
-  void checkpoint_after_load();
 
   // stats.cpp
   void publish_stats(const prepared* p, bool failed, std::uint64_t splits);
@@ -740,6 +501,55 @@ class index::impl {
   std::thread dispatcher_;
   std::thread::id dispatcher_id_;  // dispatcher_'s, kept apart: its join() rewrites dispatcher_
   std::thread saver_;  // the latest save (start_save); joined before the next one and by the destructor
+
+  // persist.cpp: snapshots, the redo log, checkpoints and recovery, with
+  // the redo log's state below.
+  /// Takes up a save job on the dispatcher: copies the leaf table and
+  /// starts saver_, counted as a reader, which writes the snapshot
+  /// (write_snapshot), fulfils the job and deletes it.
+  void start_save(job* j);
+  void write_snapshot(const std::string& path, const std::vector<leaf_id>& ids, std::uint64_t sequence);
+  [[nodiscard]] std::string checkpoint_path() const { return cfg_.storage_dir + "/checkpoint.snapshot"; }
+  /// Whether the batch's writes go to the redo log: it has writes, ran,
+  /// and the index is not replaying the log.
+  [[nodiscard]] bool needs_log(const prepared& p) const noexcept;
+  /// Copies the write ops of a batch that will be logged and has other ops
+  /// too into its route space, in parallel (prepare, after validate).
+  void gather_log_ops(prepared& p);
+  /// Refuses a batch with writes while the log is failed (p.failure).
+  /// @return whether it was refused
+  bool refuse_if_log_failed(prepared& p) noexcept;
+  /// Appends the batch's write ops to the log as one record and writes it
+  /// to the OS; under log_sync::batch its answer then waits for the syncer
+  /// (p.log_sequence). A failure goes to p.log_failure and fails the log.
+  /// Logger thread, or the dispatcher for a small batch; one at a time, in
+  /// queue order.
+  void write_log(prepared& p);
+  /// Whether p's record is synced (or the log failed): its answer may go.
+  bool durable(const prepared& p);
+  /// Waits until p's record is synced; if the log fails first, the batch
+  /// fails (p.log_failure).
+  void wait_durable(prepared& p);
+  /// The syncer thread (log_sync group and batch): fdatasyncs what the
+  /// logger wrote, at once (batch) or once a window (group), beside the
+  /// next record's write, and wakes the deliveries waiting for it.
+  void sync_loop();
+  /// Keeps the syncer away from the log (reset_log), and lets it go on.
+  void pause_syncer();
+  void resume_syncer();
+  void stop_syncer() noexcept;
+  /// Fails the log: batches with writes are refused until a checkpoint.
+  void fail_log(const std::string& why) noexcept;
+  /// The error of batch `sequence`, applied but not durable, for `why`
+  /// (null: the log's failure).
+  std::exception_ptr unlogged_batch_error(std::uint64_t sequence, const char* why) const noexcept;
+  /// After a snapshot at `sequence` in the checkpoint file: drops the
+  /// records it covers, reopening the log when it had failed. Dispatcher
+  /// thread, no record being written.
+  void reset_log(std::uint64_t sequence);
+  /// A load with config.storage_dir: the new contents written to the
+  /// checkpoint file and the log emptied, before any later batch runs.
+  void checkpoint_after_load();
 
   // The redo log (config.storage_dir; persist.cpp). The logger thread writes
   // one record at a time, the dispatcher waits for it before the next.
