@@ -1,12 +1,12 @@
 // Snapshots and the redo log (index_impl.hpp).
 //
 // Snapshots: index::save writes the pairs, in key order, to a snapshot file
-// (host/snapshot_file.hpp) on a thread of its own that counts as a reader,
+// (host/storage/snapshot_file.hpp) on a thread of its own that counts as a reader,
 // so that batches of gets go on beside it while a batch that writes waits
 // for it; index::open reads and checks a snapshot on the caller's thread
 // and loads its pairs as a queued load.
 //
-// The redo log (config.storage_dir, host/redo_log.hpp): after a batch's
+// The redo log (config.storage_dir, host/storage/redo_log.hpp): after a batch's
 // leaf phase has applied its writes, its write ops (put, insert, erase, in
 // batch order; a group-commit fold's members back to back) go to the log as
 // one record numbered after its last member's sequence number. The logger
