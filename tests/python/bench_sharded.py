@@ -17,7 +17,8 @@ import numpy as np
 import ray
 
 import tandem
-from tandem.distributed import ShardedIndex, _group, _shard_ids
+from tandem.distributed import ShardedIndex
+from tandem.distributed._routing import _group, _shard_ids
 
 
 def rate(get, batches, seconds):
