@@ -46,7 +46,8 @@ max_scan_limit: int = _tandem.max_scan_limit
 #: Whether this build of the package can use a GPU.
 built_with_cuda: bool = _tandem.built_with_cuda
 
-_GET, _PUT, _INSERT, _ERASE, _LOWER_BOUND = 0, 1, 2, 3, 4
+_GET, _PUT, _INSERT, _ERASE, _LOWER_BOUND = (_tandem.OpType.get, _tandem.OpType.put, _tandem.OpType.insert,
+                                           _tandem.OpType.erase, _tandem.OpType.lower_bound)
 _U64_MAX = (1 << 64) - 1
 
 _DEVICES = {"auto": 0, "automatic": 0, "cpu": 1, "gpu": 2}
