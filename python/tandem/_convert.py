@@ -13,7 +13,7 @@ ValueError naming the argument.
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, List
 
 import numpy as np
 
@@ -39,9 +39,9 @@ CONFIG_FIELDS = frozenset(name for name in dir(_tandem.Config) if not name.start
 
 def is_scalar(x: Any) -> bool:
     """Whether `x` is one key (or one value) rather than a column: a number of
-    any kind (floats and bools too, so that they are refused as keys, not
-    read as columns)."""
-    return isinstance(x, (int, float, complex, np.generic))
+    any kind, a string or None (so that a float, a bool or a string is
+    refused as a key, not read as a column of one)."""
+    return isinstance(x, (int, float, complex, str, bytes, np.generic)) or x is None
 
 
 def key(x: Any, name: str = "key") -> int:
@@ -76,8 +76,8 @@ def column(data: Any, name: str) -> "npt.NDArray[np.uint64]":
             a = np.asarray(data)
         except (TypeError, ValueError, OverflowError) as e:
             raise TypeError(f"{name}: expected an array of ints in {_RANGE}, got {type(data).__name__}: {e}") from None
-        if a.dtype == object and a.ndim == 1:
-            a = _python_ints(a, name)  # ints past int64 mixed with negative ones, or not ints at all
+        if a.dtype.kind in "fO" and a.ndim == 1 and not isinstance(data, memoryview):
+            a = _python_ints(list(data), name)  # ints past uint64 or past int64 with negative ones, or no ints
     if a.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D array, got shape {a.shape}")
     dt = a.dtype
@@ -95,13 +95,13 @@ def column(data: Any, name: str) -> "npt.NDArray[np.uint64]":
     return np.ascontiguousarray(a, dtype=np.uint64)
 
 
-def _python_ints(a: np.ndarray, name: str) -> "npt.NDArray[np.uint64]":
-    for i, x in enumerate(a.tolist()):
+def _python_ints(items: List[Any], name: str) -> "npt.NDArray[np.uint64]":
+    for i, x in enumerate(items):
         if isinstance(x, bool) or not isinstance(x, int):
             raise TypeError(f"{name}: expected an array of ints in {_RANGE}, got a {type(x).__name__} at {i}")
         if x < 0 or x > U64_MAX:
             raise _outside(name, i, x)
-    return np.array(a.tolist(), dtype=np.uint64)
+    return np.array(items, dtype=np.uint64)
 
 
 def values_for(values: Any, n: int, name: str = "values") -> "npt.NDArray[np.uint64]":
