@@ -54,9 +54,10 @@ NB_MODULE(_tandem, m) {
   m.attr("__version__") = tandem::version();
   m.attr("built_with_cuda") = tandem::built_with_cuda();
   m.attr("max_scan_limit") = tandem::max_scan_limit;
-  m.def("answer_u64", &answer_u64, "n"_a,
+  m.def("answer_u64", &answer_u64, "n"_a, nb::sig("def answer_u64(n: int) -> numpy.typing.NDArray[numpy.uint64]"),
         "An uninitialised uint64 array of n elements over reused (page-locked where a GPU driver is found) memory.");
-  m.def("answer_bool", &answer_bool, "n"_a, "As answer_u64, of bools.");
+  m.def("answer_bool", &answer_bool, "n"_a, nb::sig("def answer_bool(n: int) -> numpy.typing.NDArray[numpy.bool_]"),
+        "As answer_u64, of bools.");
   // Results and indexes held by module globals are still alive when the
   // interpreter tears the module down; that is no leak worth a warning.
   nb::set_leak_warnings(false);
