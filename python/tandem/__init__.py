@@ -32,10 +32,6 @@ from ._batch import Batch
 from ._index import Index
 from ._tandem import Error, InvariantError, OpResult, OpType, Result
 
-# The argument checks, by their former names (tandem.distributed uses them).
-from ._convert import column as _column, config as _config, is_scalar as _is_scalar  # noqa: E402
-from ._convert import key as _key, same_length as _same_length  # noqa: E402
-
 __all__ = ["Index", "Batch", "Result", "OpResult", "OpType", "Error", "InvariantError", "IndexAPI",
            "max_scan_limit", "built_with_cuda", "__version__"]
 
