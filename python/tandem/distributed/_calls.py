@@ -7,16 +7,16 @@ fresh map when a shard refuses it."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, cast
 
 import numpy as np
 
 from .. import Error
-from ._channel import _POINT_TYPES, _SHM_MIN_KEYS, _Channel, _ChannelGone
-from ._common import (RayActorError, RayTaskError, ShardLost, ShardMapChanged, _Refused, _unwrap,
-                      ray)
+from ._channel import _SHM_MIN_KEYS, _Channel, _ChannelGone
+from ._common import _GET, RayActorError, RayTaskError, ShardLost, ShardMapChanged, _Refused, _unwrap, ray
 from ._routing import _group, _Map, _Ref, _shard_ids
 
 #: A call to one shard: (shard, method, args) and, as a fourth element, the
@@ -48,6 +48,18 @@ class _Turns:
             with self._cv:
                 self._serving += 1
                 self._cv.notify_all()
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _in_turn(method: _F) -> _F:
+    """Runs the method in the client's call order (its turn, see _Turns),
+    after checking that the client is open."""
+    @functools.wraps(method)
+    def in_turn(self: "_ShardCalls", *args: Any) -> Any:
+        return self._sync(lambda: method(self, *args))
+    return cast(_F, in_turn)
 
 
 def _gather(calls: Sequence[Call], deadline: float, durable: bool, retry_timeout: float,
@@ -208,20 +220,23 @@ class _ShardCalls:
 
     # ---- point columns ---------------------------------------------------------------
 
-    def _points(self, method: str, keys: np.ndarray, values: Optional[np.ndarray],
-                outs: Sequence[np.ndarray]) -> None:
-        """Runs a point method over the keys, shard by shard, and puts the
-        answers (flags or values and flags) into `outs` in input order. A
+    def _points(self, op: Any, keys: np.ndarray, values: Optional[np.ndarray],
+                values_out: Optional[np.ndarray], found_out: Optional[np.ndarray]) -> None:
+        """Runs point ops of one type (get, put, insert, erase) over the keys,
+        shard by shard, writing every element of each output given in input
+        order (get: value and found; insert, erase: found = was present). A
         shard's part of at least _SHM_MIN_KEYS keys goes through the shared
         memory channel to that shard when it runs on this node."""
         sizes: Dict[int, int] = {}
+        outs = tuple(a for a in (values_out, found_out) if a is not None)
+        wants = (values_out is not None, found_out is not None)
 
         def plan(m: _Map, redo: Optional[List[Call]]) -> List[Call]:
             # the positions still to do (None: every key)
             todo = None if redo is None else np.concatenate(
                 [np.arange(keys.shape[0]) if c[3][0] is None else c[3][0] for c in redo])
             sub = keys if todo is None else keys[todo]
-            calls = []
+            calls: List[Call] = []
             for ref, g in zip(m.refs, _group(_shard_ids(m.lows, sub), len(m))):
                 if g is None:
                     pos = todo
@@ -233,33 +248,21 @@ class _ShardCalls:
                 ch = self._channel(ref, count) if count >= _SHM_MIN_KEYS else None
                 if ch is not None:
                     ch.fill(keys, values, pos, count)
-                    calls.append((ref, "columns_shm", (ref.rng, ch.token, _POINT_TYPES[method], count),
-                                  (pos, ch, count)))
+                    calls.append((ref, "columns_shm", (ref.rng, ch.token, op, count), (pos, ch, count)))
                 else:
                     k = keys if pos is None else keys[pos]
                     v = None if values is None else (values if pos is None else values[pos])
-                    calls.append((ref, method, (ref.rng, k, v), (pos, ch, count)))
+                    calls.append((ref, "columns", (ref.rng, op, k, v) + wants, (pos, ch, count)))
             return calls
 
         def take(call: Call, a: Any) -> None:
-            ref, (pos, ch, count) = call[0], call[3]
-            if ch is not None:
-                sizes[ref.id] = a
-                ch.answers(method, outs, pos, count)
-                return
-            if isinstance(a, (int, np.integer)):  # put: only the size
-                sizes[ref.id] = int(a)
-                return
-            if method in ("insert", "erase"):
-                a, sizes[ref.id] = (a[0],), a[1]
-            for out, col in zip(outs, a):
-                if pos is None:
-                    out[...] = col
-                else:
-                    out[pos] = col
+            pos, ch, count = call[3]
+            cols, sizes[call[0].id] = (ch.answers(wants[0], count), a) if ch is not None else a
+            for out, col in zip(outs, cols):
+                out[Ellipsis if pos is None else pos] = col
 
         self._call_shards(plan, take)
-        if method not in ("get", "contains"):
+        if op != _GET:
             self._split_if_needed(sizes)
 
     def _channel(self, ref: _Ref, count: int) -> Optional[_Channel]:

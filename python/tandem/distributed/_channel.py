@@ -9,11 +9,11 @@ import contextlib
 import mmap
 import os
 import uuid
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from ._common import _ERASE, _GET, _INSERT, _PUT, ray
+from ._common import ray
 
 #: A shard's part of a column call with at least this many keys goes
 #: through the client's shared-memory channel to that shard (same node).
@@ -21,7 +21,6 @@ _SHM_MIN_KEYS = 1 << 12
 #: Channels a shard keeps (least recently used ones are dropped beyond).
 _SHM_MAX_CHANNELS = 16
 _SHM_DIR = "/dev/shm"
-_POINT_TYPES = {"get": _GET, "contains": _GET, "put": _PUT, "insert": _INSERT, "erase": _ERASE}
 
 
 class _ChannelGone(Exception):
@@ -81,16 +80,11 @@ class _Channel:
             if values is not None:
                 np.take(values, pos, out=self.values[:n])
 
-    def answers(self, method: str, outs: Sequence[np.ndarray], pos: Optional[np.ndarray], n: int) -> None:
-        at = Ellipsis if pos is None else pos
+    def answers(self, with_values: bool, n: int) -> Tuple[np.ndarray, ...]:
+        """Views of the answers of a call of n keys the shard wrote: (values,
+        found) or (found,) (flags: the key was present)."""
         flags = self.flags[:n].view(np.bool_)
-        if method == "get":
-            outs[0][at] = self.values[:n]
-            outs[1][at] = flags
-        elif method == "insert":  # the index reports "was present"
-            outs[0][at] = ~flags
-        elif method in ("contains", "erase"):
-            outs[0][at] = flags
+        return (self.values[:n], flags) if with_values else (flags,)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

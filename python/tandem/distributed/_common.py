@@ -9,17 +9,18 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .. import Error
+from .. import Error, OpType
 
 try:  # Ray is an optional dependency of the package
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 except ImportError:  # pragma: no cover - exercised only without ray
-    ray = None
-    RayActorError = RayTaskError = None
+    ray = None  # type: ignore[assignment]
+    RayActorError = RayTaskError = None  # type: ignore[assignment,misc]
 
 U64_MAX = (1 << 64) - 1
-_GET, _PUT, _INSERT, _ERASE, _LOWER_BOUND, _SCAN, _COUNT = range(7)
+_GET, _PUT, _INSERT, _ERASE = OpType.get, OpType.put, OpType.insert, OpType.erase
+_LOWER_BOUND, _SCAN, _COUNT = OpType.lower_bound, OpType.scan, OpType.count
 _MAP_FILE = "shards.json"
 _SHARD_FILE = "shard.json"
 _EMPTY = np.empty(0, dtype=np.uint64)

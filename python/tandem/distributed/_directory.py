@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import time
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Set
 
 from .. import Error
 from ._calls import _gather
@@ -73,12 +73,21 @@ class _Directory:
             if remove_folders and self.storage_dir:
                 shutil.rmtree(_shard_folder(self.storage_dir, s[0]), ignore_errors=True)
 
+    @staticmethod
+    def _remove_stray_folders(storage_dir: str, keep: Set[str]) -> None:
+        """Removes the shard folders not in `keep`: those of an interrupted
+        split, or of a start that never saved its map."""
+        for name in os.listdir(storage_dir):
+            if re.fullmatch(r"shard-\d+", name) and name not in keep:
+                shutil.rmtree(os.path.join(storage_dir, name), ignore_errors=True)
+
     # ---- called by clients
 
     def start(self):
         """Creates the shards (or reopens those of storage_dir) and returns the map."""
-        saved = _read_json(os.path.join(self.storage_dir, _MAP_FILE)) if self.storage_dir else None
-        if saved is not None:
+        storage = self.storage_dir
+        saved = _read_json(os.path.join(storage, _MAP_FILE)) if storage else None
+        if storage and saved is not None:
             self.version = saved["version"] + 1
             self.next_id = saved["next_id"]
             self.shards = [[i, lo, hi, None] for i, lo, hi in saved["shards"]]
@@ -87,16 +96,11 @@ class _Directory:
             self._started([s[3] for s in self.shards])
             for s in self.shards:
                 self._call(s, "adopt", s[1], s[2], self.version)
-            known = {f"shard-{s[0]}" for s in self.shards}
-            for name in os.listdir(self.storage_dir):
-                if re.fullmatch(r"shard-\d+", name) and name not in known:  # an interrupted split's
-                    shutil.rmtree(os.path.join(self.storage_dir, name), ignore_errors=True)
+            self._remove_stray_folders(storage, {f"shard-{s[0]}" for s in self.shards})
         else:
-            if self.storage_dir:
-                os.makedirs(self.storage_dir, exist_ok=True)
-                for name in os.listdir(self.storage_dir):  # left by a start that never saved its map
-                    if re.fullmatch(r"shard-\d+", name):
-                        shutil.rmtree(os.path.join(self.storage_dir, name), ignore_errors=True)
+            if storage:
+                os.makedirs(storage, exist_ok=True)
+                self._remove_stray_folders(storage, set())
             n = self.num_shards
             lows = [(j << 64) // n for j in range(n)]
             for j in range(n):

@@ -9,6 +9,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
+from .. import OpResult
 from ._common import _COUNT, _EMPTY, _LOWER_BOUND, _SCAN
 
 
@@ -107,8 +108,17 @@ class ShardedResult:
         """(keys, values) of every ok scan's entries, scan after scan in op order."""
         return self._ek, self._ev
 
+    def __getitem__(self, i: int) -> OpResult:
+        """Op i's answer: ``OpResult(found, value, key, status)`` (i < 0 counts
+        from the end)."""
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("op index out of range")
+        return OpResult(bool(self._found[i]), int(self._values[i]), int(self._keys[i]), int(self._status[i]))
+
     def __repr__(self) -> str:
-        return f"tandem.distributed.ShardedResult({len(self)} ops)"
+        return (f"tandem.distributed.ShardedResult({len(self)} ops, {self.invalid_count} invalid, "
+                f"{len(self._sequence)} shards)")
 
 
 _OP_PREFIX = re.compile(r"^op \d+")

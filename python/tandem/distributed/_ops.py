@@ -1,6 +1,6 @@
-"""The client's operations that span shards: each cuts its columns or ranges
-by the shard map, calls the shards through the retry loop and merges the
-answers (load, lower_bound, scan, scans, count and batches)."""
+"""IndexAPI's primitives over the shards: each cuts its columns or ranges by
+the shard map, calls the shards through the retry loop, merges the answers,
+and runs in the client's call order."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .. import max_scan_limit
-from ._calls import Call, _ShardCalls
+from .. import Batch, Error, OpType, max_scan_limit
+from .._convert import answers_u64
+from .._types import BoolArray, I64Array, U64Array
+from ._calls import Call, _in_turn, _ShardCalls
 from ._common import _COUNT, _EMPTY, _ERASE, _LOWER_BOUND, _PUT, _SCAN, U64_MAX
 from ._merge import ShardedResult, _merge_execute, _take_scans
 from ._routing import _dedupe_follow_ups, _group, _Map, _route_pieces, _route_ranges, _shard_ids
@@ -21,11 +23,49 @@ def _by_shard(m: _Map, shard: np.ndarray) -> List[Optional[np.ndarray]]:
 
 
 class _ShardOps(_ShardCalls):
-    """What ShardedIndex does across shards, below its argument checks."""
+    """What ShardedIndex does across shards: the primitives of
+    tandem.IndexAPI (arguments arrive checked)."""
 
     _num_shards: int
 
-    def _load(self, k: np.ndarray, v: np.ndarray) -> None:
+    # ---- one key ---------------------------------------------------------------------
+
+    @_in_turn
+    def _get_one(self, key: int) -> Optional[int]:
+        return self._one("get", key)
+
+    @_in_turn
+    def _put_one(self, key: int, value: int) -> Optional[int]:
+        return self._one("put", key, value)
+
+    @_in_turn
+    def _insert_one(self, key: int, value: int) -> bool:
+        return self._one("insert", key, value)
+
+    @_in_turn
+    def _erase_one(self, key: int) -> Optional[int]:
+        return self._one("erase", key)
+
+    @_in_turn
+    def _lower_bound_one(self, key: int) -> Optional[Tuple[int, int]]:
+        found, keys, values = np.empty(1, np.bool_), np.empty(1, np.uint64), np.empty(1, np.uint64)
+        self._lower_bound(np.array([key], dtype=np.uint64), found, keys, values)
+        return (int(keys[0]), int(values[0])) if found[0] else None
+
+    # ---- columns ---------------------------------------------------------------------
+
+    @_in_turn
+    def _column_op(self, op: OpType, keys: U64Array, values: Optional[U64Array],
+                   values_out: Optional[U64Array], found_out: Optional[BoolArray],
+                   keys_out: Optional[U64Array]) -> None:
+        if op == _LOWER_BOUND:
+            assert found_out is not None and keys_out is not None and values_out is not None
+            self._lower_bound(keys, found_out, keys_out, values_out)
+        else:
+            self._points(op, keys, values, values_out, found_out)
+
+    @_in_turn
+    def _load(self, k: U64Array, v: U64Array) -> None:
         n = k.shape[0]
         want = self._num_shards
         if self._max_keys is not None:
@@ -48,10 +88,11 @@ class _ShardOps(_ShardCalls):
         _, calls, answers = self._call_shards(plan)
         self._split_if_needed({c[0].id: a for c, a in zip(calls, answers)})
 
-    def _lower_bound(self, k: np.ndarray):
-        n = k.shape[0]
-        if n == 0:
-            return np.zeros(0, np.bool_), np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    def _lower_bound(self, k: U64Array, found: BoolArray, out_keys: U64Array, values: U64Array) -> None:
+        """lower_bound of each key into the outputs: looked for in the key's
+        shard, then (nothing left there) in the next shards that hold any."""
+        if k.shape[0] == 0:
+            return
         sid: np.ndarray = _EMPTY
         groups: List[Optional[np.ndarray]] = []
 
@@ -63,14 +104,10 @@ class _ShardOps(_ShardCalls):
                     for ref, g in zip(m.refs, groups)]
 
         m, _, answers = self._call_shards(plan)
-        found = np.zeros(n, dtype=np.bool_)
-        out_keys = np.zeros(n, dtype=np.uint64)
-        values = np.zeros(n, dtype=np.uint64)
         for g, a in zip(groups, answers):
-            if g is None:
-                found[...], out_keys[...], values[...] = a[0], a[1], a[2]
-            elif g.shape[0]:
-                found[g], out_keys[g], values[g] = a[0], a[1], a[2]
+            if g is None or g.shape[0]:
+                at = Ellipsis if g is None else g
+                found[at], out_keys[at], values[at] = a[0], a[1], a[2]
         # nothing left in its shard: the first entry of the next shard that has one
         nxt: List[Optional[Tuple[int, int]]] = [None] * len(m)
         cur = None
@@ -82,15 +119,28 @@ class _ShardOps(_ShardCalls):
         if missing.size:
             homes = sid[missing]
             for j in np.unique(homes).tolist():
-                if nxt[j] is None:
+                first = nxt[j]
+                if first is None:
                     continue
                 pos = missing[homes == j]
                 found[pos] = True
-                out_keys[pos] = nxt[j][0]
-                values[pos] = nxt[j][1]
-        return found, out_keys, values
+                out_keys[pos] = first[0]
+                values[pos] = first[1]
 
-    def _scan(self, lo: int, hi: int, limit: Optional[int], ordered: bool):
+    # ---- ranges ----------------------------------------------------------------------
+    # A range the index refuses (lo > hi, a scan limit above max_scan_limit)
+    # is not cut at shard bounds: one shard gets the call as it is and
+    # raises the index's own error.
+
+    def _refused_by_the_index(self, method: str, *args: Any) -> None:
+        self._call_shards(lambda m, _: [(m.refs[0], method, (m.refs[0].rng,) + args)])
+        raise Error(f"{method}: a shard took a call tandem.Index refuses")
+
+    @_in_turn
+    def _scan(self, lo: int, hi: int, limit: Optional[int], ordered: bool) -> Tuple[U64Array, U64Array]:
+        if lo > hi or (limit is not None and limit > max_scan_limit):
+            self._refused_by_the_index("scan", lo, hi, limit, ordered)
+
         def plan(m: _Map, _: Any) -> List[Call]:
             refs = [r for r in m.refs if r.hi >= lo and r.lo <= hi]
             cut = ordered or len(refs) > 1
@@ -106,7 +156,7 @@ class _ShardOps(_ShardCalls):
             keys, values = keys[:limit].copy(), values[:limit].copy()
         return keys, values
 
-    def _ranges(self, lo: np.ndarray, hi: np.ndarray, method: str,
+    def _ranges(self, lo: U64Array, hi: U64Array, method: str,
                 extra: Callable[[bool], tuple] = lambda cut: ()):
         """Sends each range's pieces (the range cut at shard bounds) to their
         shards as ``method(rng, los, his, *extra(cut))``, `cut` telling
@@ -129,7 +179,11 @@ class _ShardOps(_ShardCalls):
         _, calls, answers = self._call_shards(plan)
         return rep, [c[3] for c in calls], answers
 
-    def _scans(self, lo: np.ndarray, hi: np.ndarray, limit: int, ordered: bool):
+    @_in_turn
+    def _scans(self, lo: U64Array, hi: U64Array, limit: int,
+               ordered: bool) -> Tuple[I64Array, U64Array, U64Array]:
+        if limit > max_scan_limit or bool((lo > hi).any()):
+            self._refused_by_the_index("scans", lo, hi, limit, ordered)
         # the pieces of a cut range are cut at the limit in key order
         rep, where, answers = self._ranges(lo, hi, "scans", lambda cut: (limit, ordered or cut))
         cnt = np.zeros(rep.shape[0], dtype=np.int64)
@@ -143,17 +197,20 @@ class _ShardOps(_ShardCalls):
             base += a[1].shape[0]
         offsets, gather, _ = _take_scans(lo.shape[0], rep, cnt, src,
                                          np.full(rep.shape[0], limit, dtype=np.int64))
-        if answers:
-            all_keys = np.concatenate([a[1] for a in answers])
-            all_values = np.concatenate([a[2] for a in answers])
-        else:
-            all_keys = all_values = _EMPTY
-        return offsets, all_keys[gather], all_values[gather]
+        if not answers:
+            return offsets, _EMPTY.copy(), _EMPTY.copy()
+        keys, values = answers_u64(gather.shape[0]), answers_u64(gather.shape[0])
+        np.take(np.concatenate([a[1] for a in answers]), gather, out=keys)
+        np.take(np.concatenate([a[2] for a in answers]), gather, out=values)
+        return offsets, keys, values
 
-    def _count(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    @_in_turn
+    def _counts(self, lo: U64Array, hi: U64Array) -> U64Array:
+        if bool((lo > hi).any()):
+            self._refused_by_the_index("counts", lo, hi)
         n = lo.shape[0]
         rep, where, answers = self._ranges(lo, hi, "counts")
-        piece = np.zeros(rep.shape[0], dtype=np.uint64)
+        piece = answers_u64(rep.shape[0])
         for g, a in zip(where, answers):
             piece[Ellipsis if g is None else g] = a
         if rep.shape[0] == n:
@@ -162,7 +219,15 @@ class _ShardOps(_ShardCalls):
         np.add.at(out, rep, piece)
         return out
 
-    def _execute(self, ops) -> ShardedResult:
+    # ---- batches ---------------------------------------------------------------------
+
+    @_in_turn
+    def _execute(self, batch: Batch) -> ShardedResult:
+        return self._run_batch(batch.ops())
+
+    def _run_batch(self, ops) -> ShardedResult:
+        """Runs a batch's op columns: cut into one sub-batch per shard, op order
+        kept within each; ranges that span shards run on each and are merged."""
         types, keys, args, limits, ordered = (np.asarray(c) for c in ops)
         n = types.shape[0]
         if n == 0:

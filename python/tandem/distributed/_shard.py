@@ -10,45 +10,11 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .. import Batch, InvariantError, max_scan_limit
+from .. import Batch, InvariantError, OpType, max_scan_limit
 from .. import Index as _Index
 from ._channel import _ChannelEnds
-from ._common import (_COUNT, _EMPTY, _ERASE, _GET, _INSERT, _LOWER_BOUND, _PUT, _SCAN, _SHARD_FILE,
-                      U64_MAX, ShardMapChanged, _read_json, _write_json, ray)
-
-
-def _batch_from_ops(types, keys, args, limits, ordered) -> Batch:
-    """A tandem.Batch with the given op columns (runs of one point op type go
-    in as one column call)."""
-    b = Batch()
-    n = int(types.shape[0])
-    if n == 0:
-        return b
-    b.reserve(n)
-    cut = (np.flatnonzero(types[1:] != types[:-1]) + 1).tolist()
-    starts = [0] + cut
-    ends = cut + [n]
-    for s, e, t in zip(starts, ends, types[starts].tolist()):
-        if t == _GET:
-            b._get_many(keys[s:e])
-        elif t == _PUT:
-            b._put_many(keys[s:e], args[s:e])
-        elif t == _INSERT:
-            b._insert_many(keys[s:e], args[s:e])
-        elif t == _ERASE:
-            b._erase_many(keys[s:e])
-        elif t == _LOWER_BOUND:
-            b._lower_bound_many(keys[s:e])
-        elif t == _SCAN:
-            for lo, hi, lim, o in zip(keys[s:e].tolist(), args[s:e].tolist(),
-                                      limits[s:e].tolist(), ordered[s:e].tolist()):
-                b._scan(lo, hi, lim, bool(o))
-        elif t == _COUNT:
-            for lo, hi in zip(keys[s:e].tolist(), args[s:e].tolist()):
-                b._count(lo, hi)
-        else:
-            raise ValueError(f"unknown op type {t}")
-    return b
+from ._common import (_EMPTY, _GET, _INSERT, _LOWER_BOUND, _PUT, _SHARD_FILE, U64_MAX, ShardMapChanged,
+                      _read_json, _write_json, ray)
 
 
 class _Shard:
@@ -94,6 +60,16 @@ class _Shard:
             if keys.shape[0] == 0:
                 return
             self.ix.erase(np.ascontiguousarray(keys))
+
+    def _none_past_hi(self, found, keys, values, which=True) -> None:
+        """lower_bound answers past this shard's hi belong to the next shards:
+        none here (found False, key and value 0)."""
+        if self.hi < U64_MAX and keys.shape[0]:
+            past = which & found & (keys > np.uint64(self.hi))
+            if past.any():
+                found[past] = False
+                keys[past] = 0
+                values[past] = 0
 
     # ---- state
 
@@ -177,21 +153,14 @@ class _Shard:
     def detach(self, token: str) -> None:
         self.channels.detach(token)
 
-    def columns_shm(self, rng, token: str, op: int, n: int) -> int:
+    def columns_shm(self, rng, token: str, op: OpType, n: int) -> int:
         """Runs n point ops of one type over the keys (and values) in a
-        client's channel, writing the answers there; returns the size."""
+        client's channel, writing the answers there (values and flags: the
+        key was present); returns the size."""
         self._check(rng)
         keys, values, flags = self.channels.views(token, n, self.id)
-        if op == _GET:
-            self.ix._ix.columns(op, keys, None, values, flags, None)
-        elif op == _PUT:
-            self.ix._ix.columns(op, keys, values, None, None, None)
-        elif op == _INSERT:
-            self.ix._ix.columns(op, keys, values, None, flags, None)
-        elif op == _ERASE:
-            self.ix._ix.columns(op, keys, None, None, flags, None)
-        else:
-            raise ValueError(f"columns_shm: op {op}")
+        self.ix._column_op(op, keys, values if op in (_PUT, _INSERT) else None,
+                           values if op == _GET else None, None if op == _PUT else flags.view(np.bool_), None)
         del keys, values, flags
         return len(self.ix)
 
@@ -202,38 +171,22 @@ class _Shard:
         self.ix.load(keys, values)
         return len(self.ix)
 
-    def get(self, rng, keys, _values=None):
+    def columns(self, rng, op: OpType, keys, values, want_values: bool, want_found: bool):
+        """Runs point ops of one type (get, put, insert, erase) over columns;
+        returns ((values, found flags: was present) as wanted, size)."""
         self._check(rng)
-        return self.ix.get(keys)
-
-    def contains(self, rng, keys, _values=None):
-        self._check(rng)
-        return (self.ix.contains(keys),)
-
-    def put(self, rng, keys, values):
-        self._check(rng)
-        self.ix.put(keys, values)
-        return len(self.ix)
-
-    def insert(self, rng, keys, values):
-        self._check(rng)
-        return self.ix.insert(keys, values), len(self.ix)
-
-    def erase(self, rng, keys, _values=None):
-        self._check(rng)
-        return self.ix.erase(keys), len(self.ix)
+        n = keys.shape[0]
+        values_out = np.empty(n, dtype=np.uint64) if want_values else None
+        found_out = np.empty(n, dtype=np.bool_) if want_found else None
+        self.ix._column_op(op, keys, values, values_out, found_out, None)
+        return tuple(a for a in (values_out, found_out) if a is not None), len(self.ix)
 
     def lower_bound(self, rng, keys):
         """lower_bound of each key (none past this shard's hi), and the shard's
         first entry (key, value) or None."""
         self._check(rng)
         found, k, v = self.ix.lower_bound(keys)
-        if self.hi < U64_MAX and k.shape[0]:
-            past = found & (k > np.uint64(self.hi))
-            if past.any():
-                found[past] = False
-                k[past] = 0
-                v[past] = 0
+        self._none_past_hi(found, k, v)
         first = self.ix.lower_bound(self.lo)
         if first is not None and first[0] > self.hi:
             first = None
@@ -271,17 +224,12 @@ class _Shard:
         """Runs the ops as one batch; returns its answer columns (copies),
         the entries of its scans, the messages of failed ops and the size."""
         self._check(rng)
-        r = self.ix.execute(_batch_from_ops(types, keys, args, limits, ordered))
+        r = self.ix.execute(Batch.from_ops(types, keys, args, limits, ordered))
         found = np.array(r.found)
         out_keys = np.array(r.keys)
         values = np.array(r.values)
         status = np.array(r.status)
-        if self.hi < U64_MAX:
-            past = (types == _LOWER_BOUND) & found & (out_keys > np.uint64(self.hi))
-            if past.any():
-                found[past] = False
-                out_keys[past] = 0
-                values[past] = 0
+        self._none_past_hi(found, out_keys, values, types == _LOWER_BOUND)
         ek, ev = r.scan_entries()
         errors = {int(i): r.error(int(i)) for i in np.flatnonzero(status)}
         return {"values": values, "found": found, "keys": out_keys, "status": status,
