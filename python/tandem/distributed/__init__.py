@@ -15,8 +15,23 @@ calls every shard it needs at once, and puts the answers back in input order::
         values, found = idx.get(keys[:10])
         idx.scan(0, 100, limit=10)           # merged across shards, in key order
 
-Methods mirror :class:`tandem.Index` (columns in and out, the one-key forms,
-:meth:`~ShardedIndex.execute` of a :class:`tandem.Batch`, futures and asyncio).
+The methods are :class:`tandem.Index`'s, from the same base
+(:class:`tandem.IndexAPI`: columns in and out, the one-key forms, mapping
+habits and ordered iteration, :meth:`~ShardedIndex.execute` of a
+:class:`tandem.Batch`, futures and asyncio), with the same argument checks
+and errors; ``ShardedIndex(...)`` checks the index configuration before any
+actor starts.
+
+Modules
+    ``_routing`` (which shard holds a key; cutting columns and ranges at
+    shard bounds), ``_shard`` (the shard actor), ``_directory`` (the
+    directory actor: the map, shard creation, splits), ``_channel`` (the
+    shared-memory buffer of a client and a shard), ``_merge`` (pieces'
+    answers put back in input order; :class:`ShardedResult`), ``_calls``
+    (the client's calls: call order, gathering the shards' answers, the
+    one retry loop for refused calls), ``_ops`` (the base's primitives over
+    the shards), ``_client`` (:class:`ShardedIndex`, :class:`ShardMap`),
+    ``_common`` (op codes, errors, the map's files).
 
 Placement and lifetime
     Every shard is an actor with ``num_cpus=num_cpus_per_shard`` (0 by
