@@ -17,7 +17,7 @@ from ._convert import U64_MAX, answers_bool, answers_u64, column, is_scalar, sam
 from ._convert import key as as_key
 from ._types import BoolArray, Column, I64Array, Key, U64Array
 
-_R = TypeVar("_R")
+_R = TypeVar("_R", covariant=True)  # an IndexAPI[Result] is an IndexAPI[object]
 _D = TypeVar("_D")
 _Self = TypeVar("_Self", bound="IndexAPI[Any]")
 

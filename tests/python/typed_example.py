@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 import tandem
+from tandem.distributed import ShardedIndex, ShardedResult
 
 U64 = npt.NDArray[np.uint64]
 Flags = npt.NDArray[np.bool_]
@@ -60,9 +61,27 @@ def batches(idx: tandem.Index) -> None:
     print(vals, future.result().found, len(copy), r[0], r.scan(2)[0])
 
 
+def sharded(idx: ShardedIndex) -> None:
+    keys: U64 = np.arange(10, dtype=np.uint64)
+    values, found = idx.get(keys)
+    got: Tuple[U64, Flags] = (values, found)
+    value: Optional[int] = idx.get(5)
+    inserted: bool = idx.insert(5, 6)
+    r: ShardedResult = idx.execute(tandem.Batch().get(keys))
+    future: "concurrent.futures.Future[ShardedResult]" = idx.submit(tandem.Batch().put(keys, 1))
+    items: Iterator[Tuple[int, int]] = idx.items()
+    print(got, value, inserted, r, future, items)
+
+
+def either(idx: "tandem.IndexAPI[object]") -> int:
+    """Code written once for a tandem.Index or a ShardedIndex."""
+    return idx.count(0, 10) + len(idx.scan(0, 10, limit=5)[0])
+
+
 def main() -> None:
     with tandem.Index(threads=2) as idx:
         columns(idx)
         one_key(idx)
         iteration(idx)
         batches(idx)
+        either(idx)
