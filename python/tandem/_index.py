@@ -12,7 +12,7 @@ import numpy as np
 from . import _tandem
 from ._api import IndexAPI
 from ._batch import Batch
-from ._convert import config
+from ._convert import config as make_config
 from ._tandem import Error, Result
 from ._types import BoolArray, U64Array
 
@@ -54,8 +54,8 @@ class Index(IndexAPI[Result]):
     batches in flight and free the index at a known point.
     """
 
-    def __init__(self, **config_: Any) -> None:
-        self._ix = ix = _tandem.NativeIndex(config(config_))
+    def __init__(self, **config: Any) -> None:
+        self._ix = ix = _tandem.NativeIndex(make_config(config))
         # The one-key calls go straight to the native methods: no Python
         # frame between the caller's get(k) and the index.
         self._get_one = ix.get_one  # type: ignore[method-assign]
