@@ -83,15 +83,24 @@ nb::dict stats_dict(const tandem::stats& s) {
   return d;
 }
 
+namespace {
+
+// An enum field of tandem::config as an int (the package maps the names).
+template <class E>
+void def_enum(nb::class_<tandem::config>& cls, const char* name, E tandem::config::*field) {
+  cls.def_prop_rw(
+      name, [field](const tandem::config& c) { return static_cast<int>(c.*field); },
+      [field](tandem::config& c, int v) { c.*field = static_cast<E>(v); });
+}
+
+}  // namespace
+
 void bind_config(nb::module_& m) {
-  nb::class_<tandem::config>(m, "Config", "tandem::config: every field, with its C++ default.")
-      .def(nb::init<>())
+  nb::class_<tandem::config> cls(m, "Config", "tandem::config: every field, with its C++ default.");
+  cls.def(nb::init<>())
       .def_rw("threads", &tandem::config::threads)
       .def_rw("fanout", &tandem::config::fanout)
       .def_rw("leaf_fill", &tandem::config::leaf_fill)
-      .def_prop_rw(
-          "device", [](const tandem::config& c) { return static_cast<int>(c.device); },
-          [](tandem::config& c, int v) { c.device = static_cast<tandem::device_kind>(v); })
       .def_rw("gpu_device", &tandem::config::gpu_device)
       .def_rw("min_gpu_batch", &tandem::config::min_gpu_batch)
       .def_rw("small_batch_ops", &tandem::config::small_batch_ops)
@@ -101,9 +110,6 @@ void bind_config(nb::module_& m) {
       .def_rw("group_commit_output_bytes", &tandem::config::group_commit_output_bytes)
       .def_rw("dispatcher_spin_us", &tandem::config::dispatcher_spin_us)
       .def_rw("gpu_share", &tandem::config::gpu_share)
-      .def_prop_rw(
-          "gpu_order", [](const tandem::config& c) { return static_cast<int>(c.gpu_order); },
-          [](tandem::config& c, int v) { c.gpu_order = static_cast<tandem::gpu_query_order>(v); })
       .def_rw("gpu_scatter", &tandem::config::gpu_scatter)
       .def_rw("gpu_leaf_hints", &tandem::config::gpu_leaf_hints)
       .def_rw("max_gpu_route_keys", &tandem::config::max_gpu_route_keys)
@@ -112,10 +118,10 @@ void bind_config(nb::module_& m) {
       .def_rw("max_batch_output_bytes", &tandem::config::max_batch_output_bytes)
       .def_rw("verify_each_batch", &tandem::config::verify_each_batch)
       .def_rw("storage_dir", &tandem::config::storage_dir)
-      .def_prop_rw(
-          "log_sync_policy", [](const tandem::config& c) { return static_cast<int>(c.log_sync_policy); },
-          [](tandem::config& c, int v) { c.log_sync_policy = static_cast<tandem::log_sync>(v); })
       .def_rw("log_group_us", &tandem::config::log_group_us);
+  def_enum(cls, "device", &tandem::config::device);
+  def_enum(cls, "gpu_order", &tandem::config::gpu_order);
+  def_enum(cls, "log_sync_policy", &tandem::config::log_sync_policy);
 }
 
 }  // namespace tandem_py
