@@ -3,15 +3,10 @@ be, and the arrays answers come in."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+from typing import Any, Protocol, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
-
-try:
-    from typing import Protocol
-except ImportError:  # pragma: no cover - Python 3.7
-    from typing_extensions import Protocol  # type: ignore[assignment]
 
 
 class SupportsDLPack(Protocol):
