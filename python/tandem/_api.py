@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from typing import (Any, Generic, Iterator, Optional, Tuple, TypeVar, Union, overload)
+from typing import Any, Generic, Iterator, Optional, Tuple, TypeVar, Union, overload
 
 import numpy as np
 
