@@ -17,7 +17,8 @@ import numpy as np
 import ray
 
 import tandem
-from tandem.distributed import ShardedIndex, _group, _shard_ids
+from tandem.distributed import ShardedIndex
+from tandem.distributed._routing import _group, _shard_ids
 
 
 def rate(get, batches, seconds):
@@ -45,7 +46,7 @@ def profile(idx, q):
     t1 = time.perf_counter()
     idx.get(q)
     t2 = time.perf_counter()
-    ray.get([r.handle.get.remote(r.rng, p) for r, p in zip(m.refs, parts)])
+    ray.get([r.handle.columns.remote(r.rng, tandem.OpType.get, p, None, True, True) for r, p in zip(m.refs, parts)])
     t3 = time.perf_counter()
     ray.get([r.handle.size.remote(r.rng) for r in m.refs])
     t4 = time.perf_counter()

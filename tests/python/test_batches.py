@@ -138,7 +138,7 @@ def test_invalid_ops_come_back_per_op():
         with pytest.raises(ValueError):
             tandem.Batch().get(-1)
         with pytest.raises(TypeError, match="keys"):
-            tandem.Batch().get(np.arange(3, dtype=np.int32))
+            tandem.Batch().get(np.arange(3, dtype=np.float32))
 
 
 def test_result_outlives_index_and_views_keep_it_alive():

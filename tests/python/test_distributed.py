@@ -85,21 +85,84 @@ def test_edge_keys_and_empty_inputs(shared):
     assert shared.lower_bound(0) is None
 
 
-def test_wrong_inputs_raise(shared):
-    with pytest.raises(TypeError, match="keys"):
-        shared.get(np.arange(3, dtype=np.int32))
-    with pytest.raises(ValueError, match="differ in length"):
-        shared.put(u64([1, 2]), u64([1]))
-    with pytest.raises(ValueError):
-        shared.scan(5, 4)
-    with pytest.raises(ValueError):
-        shared.count(u64([5]), u64([4]))
-    with pytest.raises(ValueError):
-        shared.scans(u64([1]), u64([2]), limit=tandem.max_scan_limit + 1)
-    with pytest.raises(ValueError):
-        shared.get(-1)
-    with pytest.raises(TypeError, match="no_such_field"):
-        ShardedIndex(3, no_such_field=1)
+# ---- arguments: the same checks and messages as tandem.Index ---------------------------
+
+BAD_CALLS = [
+    lambda i: i.get(-1), lambda i: i.get(2 ** 64), lambda i: i.get(np.int64(-1)), lambda i: i.get(True),
+    lambda i: i.get(1.0), lambda i: i.get("x"), lambda i: i[None], lambda i: i.put(5, -1),
+    lambda i: i.insert(5, 2 ** 64), lambda i: i.pop(-1), lambda i: i.lower_bound(-1),
+    lambda i: i.get(np.arange(3, dtype=np.float32)), lambda i: i.get(np.array([1, -2], dtype=np.int64)),
+    lambda i: i.put(u64([1, 2]), u64([1])), lambda i: i.put(u64([1, 2]), -3),
+    lambda i: i.get(np.zeros((2, 2), dtype=np.uint64)), lambda i: i.get(u64([1]), 7),
+    lambda i: i.scan(5, 4), lambda i: i.scan(0, 10, limit=tandem.max_scan_limit + 1), lambda i: i.scan(-1, 4),
+    lambda i: i.count(5, 4), lambda i: i.count(u64([1, 5]), u64([2, 4])), lambda i: i.count(u64([1]), u64([2, 3])),
+    lambda i: i.scans(u64([1, 5]), u64([2, 4])), lambda i: i.scans(u64([1]), u64([2]), limit=tandem.max_scan_limit + 1),
+    lambda i: list(i.keys(5, -1)),
+]
+
+
+def raised(call):
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - compared below
+        return type(e), str(e)
+    return None
+
+
+@pytest.mark.parametrize("n", range(len(BAD_CALLS)))
+def test_wrong_inputs_raise_as_index_does(shared, n):
+    call = BAD_CALLS[n]
+    with tandem.Index(threads=1) as one:
+        want = raised(lambda: call(one))
+    assert want is not None and raised(lambda: call(shared)) == want
+
+
+def test_signed_and_narrow_columns_are_taken_as_index_takes_them(shared):
+    shared.load(u64([1, 2, 3]), u64([10, 20, 30]))
+    for keys in (np.array([1, 3], dtype=np.int32), np.array([1, 3], dtype=np.uint16), [1, 3]):
+        values, found = shared.get(keys)
+        assert values.tolist() == [10, 30] and found.all()
+    shared.put(np.array([4, 5], dtype=np.int64), 7)  # one value for every key
+    assert shared.get(4) == 7 and shared.get(5) == 7 and shared.get(6, 0) == 0
+
+
+def test_a_config_out_of_range_fails_in_the_caller_before_any_actor(ray_cluster, monkeypatch):
+    def no_actor(*args, **kwargs):
+        raise AssertionError("an actor was started")
+
+    for bad, error in (({"leaf_fill": 5.0}, ValueError), ({"fanout": 7}, ValueError),
+                       ({"threads": -1}, ValueError), ({"no_such_field": 1}, TypeError),
+                       ({"threads": "4"}, TypeError)):
+        with pytest.raises(error) as want:
+            tandem.Index(**bad)
+        monkeypatch.setattr(ray, "remote", no_actor)
+        with pytest.raises(error) as got:
+            ShardedIndex(2, **bad)
+        monkeypatch.undo()
+        assert str(got.value) == str(want.value).replace("tandem.Index()", "ShardedIndex()")
+
+
+def test_a_batch_result_reads_as_index_result(shared):
+    shared.load(u64([1, 1 << 63]), u64([10, 20]))
+    b = tandem.Batch().get(1).put(1 << 63, 21).scan(5, 4).count(0, U64_MAX)
+    r = shared.execute(b)
+    assert r[0] == tandem.OpResult(True, 10, 1, 0) and r[-1] == r[3] and r[3].value == 2
+    assert r[2].status == 1 and r.error(2) == tandem.Index().execute(b).error(2)
+    assert repr(r) == f"tandem.distributed.ShardedResult(4 ops, 1 invalid, {len(r.sequence)} shards)"
+    with pytest.raises(IndexError):
+        r[4]
+
+
+def test_mapping_habits(shared):
+    model = Model()
+    keys = u64([0, 5, 1 << 40, 1 << 63, U64_MAX])
+    shared.load(keys, u64([1, 2, 3, 4, 5]))
+    model.load(keys, u64([1, 2, 3, 4, 5]))
+    assert list(shared) == model.keys
+    assert dict(shared.items()) == model.d
+    assert list(shared.values(5, 1 << 63)) == [2, 3, 4]
+    assert "x" not in shared and -1 not in shared and U64_MAX in shared
+    assert shared.get(7, "none") == "none"
 
 
 def test_large_columns(shared):
@@ -323,7 +386,7 @@ def test_splits_during_a_stream_of_writes(ray_cluster):
         # before applying any of it
         first = m.actors[0]
         with pytest.raises(ShardMapChanged):
-            ray.get(first.put.remote((0, U64_MAX), u64([1]), u64([2])))
+            ray.get(first.columns.remote((0, U64_MAX), tandem.OpType.put, u64([1]), u64([2]), False, False))
         assert idx.get(1) == model.get(1)
         stale.close()
 

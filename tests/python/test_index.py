@@ -173,8 +173,7 @@ def test_input_forms():
 
 
 @pytest.mark.parametrize("bad", [
-    np.arange(4, dtype=np.int64), np.arange(4, dtype=np.float64), np.arange(4, dtype=np.uint32),
-    np.arange(4, dtype=">u8"), np.array(["a", "b"]),
+    np.arange(4, dtype=np.float64), np.array([True, False, True, True]), np.array(["a", "b"]),
 ])
 def test_wrong_dtypes_raise_type_error_naming_the_argument(bad):
     with make_index() as idx:
@@ -200,7 +199,7 @@ def test_wrong_shapes_and_lengths_raise_value_error():
             idx.scans(u64([1]), u64([]))
         with pytest.raises(ValueError):
             idx.get([-1])
-        with pytest.raises((TypeError, OverflowError)):
+        with pytest.raises(ValueError, match="key: -1 is outside"):
             idx.get(-1)
         with pytest.raises(ValueError):
             idx.scan(0, 1 << 64)
