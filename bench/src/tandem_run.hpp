@@ -62,7 +62,7 @@ struct tandem_figures {
   /// Host bytes (the stages' bytes less those that crossed PCIe).
   [[nodiscard]] std::uint64_t host_bytes() const noexcept {
     std::uint64_t all = 0;  // the stages' bytes (pcie is a part of them, not a stage)
-    tandem::stage_bytes::for_each_field([&](auto field) {
+    tandem::stage_bytes::for_each_field([&](const char*, auto field) {
       if (field != &tandem::stage_bytes::pcie) all += bytes.*field;
     });
     return all > bytes.pcie ? all - bytes.pcie : 0;
@@ -96,7 +96,7 @@ struct tandem_figures {
 template <class Stages>
 [[nodiscard]] Stages stage_difference(const Stages& a, const Stages& b) {
   Stages d;
-  Stages::for_each_field([&](auto field) { d.*field = a.*field - b.*field; });
+  Stages::for_each_field([&](const char*, auto field) { d.*field = a.*field - b.*field; });
   return d;
 }
 

@@ -65,13 +65,7 @@ nb::dict stats_dict(const tandem::stats& s) {
   d["ops_by_type"] = by_type;
   const auto stages = [](const tandem::stage_times& t) {
     nb::dict x;
-    x["validate"] = t.validate;
-    x["route"] = t.route;
-    x["order"] = t.order;
-    x["read"] = t.read;
-    x["leaf"] = t.leaf;
-    x["sync"] = t.sync;
-    x["complete"] = t.complete;
+    tandem::stage_times::for_each_field([&](const char* name, auto field) { x[name] = t.*field; });
     return x;
   };
   d["stage_seconds"] = stages(s.total);
@@ -98,6 +92,9 @@ void def_enum(nb::class_<tandem::config>& cls, const char* name, E tandem::confi
 void bind_config(nb::module_& m) {
   nb::class_<tandem::config> cls(m, "Config", "tandem::config: every field, with its C++ default.");
   cls.def(nb::init<>())
+      .def("validate", &tandem::config::validate,
+           "Checks every field against its range (as an index does when it is made); raises ValueError naming "
+           "the first one out of range.")
       .def_rw("threads", &tandem::config::threads)
       .def_rw("fanout", &tandem::config::fanout)
       .def_rw("leaf_fill", &tandem::config::leaf_fill)

@@ -130,9 +130,10 @@ def answers_bool(n: int) -> "npt.NDArray[np.bool_]":
 
 
 def config(options: Dict[str, Any], who: str = "tandem.Index()") -> "_tandem.Config":
-    """A tandem::config from keyword arguments: unknown names and wrong types
-    raise TypeError, an int the field cannot hold (a negative number of
-    threads) ValueError; the index's constructor checks the other ranges."""
+    """A tandem::config from keyword arguments, checked: unknown names and
+    wrong types raise TypeError, a value out of its field's range (a
+    negative number of threads, ``leaf_fill=5.0``) ValueError, the message
+    from tandem::config::validate where the field holds the value."""
     cfg = _tandem.Config()
     for name, value in options.items():
         if name not in CONFIG_FIELDS:
@@ -151,6 +152,7 @@ def config(options: Dict[str, Any], who: str = "tandem.Index()") -> "_tandem.Con
             if expected is int and isinstance(value, int) and not isinstance(value, bool):
                 raise ValueError(f"{who}: {name}={value!r} is out of the range of tandem::config.{name}") from None
             raise TypeError(f"{who}: {name}={value!r} has the wrong type (expected {expected.__name__})") from None
+    cfg.validate()
     return cfg
 
 

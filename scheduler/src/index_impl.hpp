@@ -184,10 +184,6 @@ class index::impl {
   void note_callback_error(const char* what) noexcept;
 
   // validate.cpp
-  /// Checks each field of `c` against the range its comment in config.hpp
-  /// states. @throws std::invalid_argument naming the field, the range and
-  /// the value given
-  static void validate_config(const config& c);
   void validate(prepared& p);
 
   // route_stage.cpp

@@ -17,7 +17,7 @@
 namespace tandem {
 
 index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
-  validate_config(cfg_);
+  cfg_.validate();
   open_gpu();
   // The GPU's calls below (the first upload) run on the caller's thread:
   // its own current device comes back when the constructor returns.

@@ -1,7 +1,8 @@
 // The ranges of tandem::config (each field's comment in config.hpp states
 // its own): a value just past a bound makes the index's constructor throw
-// std::invalid_argument naming the field, the range and the value; a value
-// just inside builds an index that answers a batch. Every config here routes
+// std::invalid_argument naming the field, the range and the value, and so
+// does config::validate() with the same message; a value just inside
+// validates and builds an index that answers a batch. Every config here routes
 // on the CPU (a machine without a GPU runs them all) unless it says so.
 #include <tandem/tandem.hpp>
 
@@ -47,6 +48,12 @@ void expect_rejected(const config& c, const std::string& field) {
     ADD_FAILURE() << "an out-of-range tandem::config." << field << " was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("tandem::config." + field + " must be "), std::string::npos) << e.what();
+    try {
+      c.validate();
+      ADD_FAILURE() << "config::validate accepted the tandem::config." << field << " the index refused";
+    } catch (const std::invalid_argument& v) {
+      EXPECT_STREQ(v.what(), e.what());
+    }
   }
 }
 
@@ -54,6 +61,7 @@ void expect_rejected(const config& c, const std::string& field) {
 void expect_accepted(const config& c, const std::string& field) {
   SCOPED_TRACE("tandem::config." + field);
   try {
+    c.validate();
     tandem::index idx(c);
     const batch_result r = idx.execute(batch{}.put(7, 70).get(7).get(8));
     ASSERT_EQ(r.size(), 3u);

@@ -226,6 +226,12 @@ struct config {
   /// [0, 10^7] (ten seconds); 0 syncs as often as the disk allows, still
   /// without holding answers back.
   unsigned log_group_us = 1000;
+
+  /// @brief Checks every field against the range its comment states (an
+  ///        index does this as it is made).
+  /// @throws std::invalid_argument naming the first field out of range, the
+  ///         range and the value given
+  void validate() const;
 };
 
 }  // namespace tandem

@@ -21,26 +21,27 @@ struct stage_times {
   double leaf = 0;      ///< point ops on the leaves, splits
   double sync = 0;      ///< merging new separators, rebuilding the inner layout
   double complete = 0;  ///< patching scans, scattering results to batch order
-  /// Calls f(&stage_times::validate), f(&stage_times::route), ... once per
-  /// stage, in the order above: the one list of the fields, which sums and
-  /// differences of stage times (here and in tandem-bench) go over.
+  /// Calls f("validate", &stage_times::validate), f("route",
+  /// &stage_times::route), ... once per stage, in the order above: the one
+  /// list of the fields, which sums and differences of stage times (here, in
+  /// tandem-bench and in the Python stats) go over.
   template <class F>
   static void for_each_field(F&& f) {
-    f(&stage_times::validate);
-    f(&stage_times::route);
-    f(&stage_times::order);
-    f(&stage_times::read);
-    f(&stage_times::leaf);
-    f(&stage_times::sync);
-    f(&stage_times::complete);
+    f("validate", &stage_times::validate);
+    f("route", &stage_times::route);
+    f("order", &stage_times::order);
+    f("read", &stage_times::read);
+    f("leaf", &stage_times::leaf);
+    f("sync", &stage_times::sync);
+    f("complete", &stage_times::complete);
   }
   [[nodiscard]] double sum() const noexcept {
     double s = 0;
-    for_each_field([&](auto field) { s += this->*field; });
+    for_each_field([&](const char*, auto field) { s += this->*field; });
     return s;
   }
   stage_times& operator+=(const stage_times& o) noexcept {
-    for_each_field([&](auto field) { this->*field += o.*field; });
+    for_each_field([&](const char*, auto field) { this->*field += o.*field; });
     return *this;
   }
 };
@@ -51,21 +52,22 @@ struct stage_times {
 struct stage_bytes {
   std::uint64_t validate = 0, route = 0, order = 0, read = 0, leaf = 0, sync = 0, complete = 0;
   std::uint64_t pcie = 0;  ///< of the above, bytes that crossed PCIe (keys up, routes and answers both ways)
-  /// Calls f(&stage_bytes::validate), ..., f(&stage_bytes::complete),
-  /// f(&stage_bytes::pcie): the one list of the fields (see stage_times).
+  /// Calls f("validate", &stage_bytes::validate), ..., f("complete",
+  /// &stage_bytes::complete), f("pcie", &stage_bytes::pcie): the one list
+  /// of the fields (see stage_times).
   template <class F>
   static void for_each_field(F&& f) {
-    f(&stage_bytes::validate);
-    f(&stage_bytes::route);
-    f(&stage_bytes::order);
-    f(&stage_bytes::read);
-    f(&stage_bytes::leaf);
-    f(&stage_bytes::sync);
-    f(&stage_bytes::complete);
-    f(&stage_bytes::pcie);
+    f("validate", &stage_bytes::validate);
+    f("route", &stage_bytes::route);
+    f("order", &stage_bytes::order);
+    f("read", &stage_bytes::read);
+    f("leaf", &stage_bytes::leaf);
+    f("sync", &stage_bytes::sync);
+    f("complete", &stage_bytes::complete);
+    f("pcie", &stage_bytes::pcie);
   }
   stage_bytes& operator+=(const stage_bytes& o) noexcept {
-    for_each_field([&](auto field) { this->*field += o.*field; });
+    for_each_field([&](const char*, auto field) { this->*field += o.*field; });
     return *this;
   }
 };

@@ -11,7 +11,7 @@ import threading
 import weakref
 from typing import Any, Dict, Optional, Tuple, Union
 
-from .. import Batch, Index, IndexAPI, InvariantError
+from .. import Batch, IndexAPI, InvariantError
 from .._convert import config
 from ._calls import _Turns
 from ._channel import _SHM_DIR, _close_channels
@@ -21,13 +21,6 @@ from ._merge import ShardedResult
 from ._ops import _ShardOps
 
 
-def _check_config(index_config: Dict[str, Any]) -> None:
-    """Raises, here in the caller, what each shard's tandem.Index would raise
-    as it starts (an unknown name, a wrong type, a value out of range),
-    before any actor starts: the range checks are the index's own, so a
-    throwaway index checks them (on the CPU: this node may have no GPU)."""
-    config(index_config, who="ShardedIndex()")
-    Index(**dict(index_config, device="cpu")).close()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +104,9 @@ class ShardedIndex(_ShardOps, IndexAPI[ShardedResult]):
             raise ValueError(f"max_shard_keys must be None or an int >= 2, got {max_shard_keys!r}")
         if "storage_dir" in index_config:
             raise TypeError("storage_dir is ShardedIndex's own argument")
-        _check_config(index_config)
+        # What each shard's tandem.Index would raise as it starts (an unknown
+        # name, a wrong type, a value out of range), here, before any actor.
+        config(index_config, who="ShardedIndex()")
         if not ray.is_initialized():
             ray.init()
         storage = os.path.abspath(os.fspath(storage_dir)) if storage_dir is not None else None
