@@ -118,7 +118,7 @@ struct big_store_data {
 /// The restored leaves of variant-rotating benchmarks, in rotation order.
 [[nodiscard]] std::vector<const bpa*> leaf_sources(bool sorted);
 
-/// CPU ns per copy of a leaf (rotating over `sources`, as the benchmark did)
+/// CPU ns per copy of a leaf (rotating over `sources`, as BM_BpaCopy does)
 /// into `dst`: the median of 5 batches of copies.
 [[nodiscard]] double copy_ns(const std::vector<const bpa*>& sources, bpa& dst, std::int64_t iterations);
 

@@ -23,8 +23,11 @@ _Self = TypeVar("_Self", bound="IndexAPI[Any]")
 
 _GET, _PUT, _INSERT = _tandem.OpType.get, _tandem.OpType.put, _tandem.OpType.insert
 _ERASE, _LOWER_BOUND = _tandem.OpType.erase, _tandem.OpType.lower_bound
-#: Entries fetched per piece by scan(limit=None) and by iteration.
+#: Entries fetched per piece by scan(limit=None).
 PIECE = _tandem.max_scan_limit
+#: Iteration's first piece; each next one twice as large, up to PIECE, so a
+#: loop that stops early reads little and a long one few pieces.
+FIRST_PIECE = 4096
 
 
 class IndexAPI(Generic[_R]):
@@ -110,15 +113,18 @@ class IndexAPI(Generic[_R]):
         raise NotImplementedError
 
     def _scan_in_pieces(self, lo: int, hi: int) -> Iterator[Tuple[U64Array, U64Array]]:
-        """(keys, values) of the entries in [lo, hi] in key order, PIECE at a
-        time (each piece read at its own moment), by _scan."""
+        """(keys, values) of the entries in [lo, hi] in key order, in pieces of
+        FIRST_PIECE entries doubling up to PIECE (each piece read at its own
+        moment), by _scan."""
+        piece = FIRST_PIECE
         while True:
-            keys, values = self._scan(lo, hi, PIECE, True)
+            keys, values = self._scan(lo, hi, piece, True)
             if keys.shape[0]:
                 yield keys, values
-            if keys.shape[0] < PIECE or int(keys[-1]) >= hi:
+            if keys.shape[0] < piece or int(keys[-1]) >= hi:
                 return
             lo = int(keys[-1]) + 1
+            piece = min(2 * piece, PIECE)
 
     # ---- lifetime ------------------------------------------------------------------
 
@@ -219,6 +225,11 @@ class IndexAPI(Generic[_R]):
         self._column_op(_ERASE, k, None, None, erased, None)
         return erased
 
+    @overload
+    def pop(self, key: Key) -> Optional[int]: ...
+    @overload
+    def pop(self, key: Key, default: _D) -> Union[int, _D]: ...
+
     def pop(self, key: Key, default: Any = None) -> Any:
         """Removes one key and returns its value (or `default` when absent)."""
         old = self._erase_one(as_key(key))
@@ -302,9 +313,10 @@ class IndexAPI(Generic[_R]):
     # ---- ordered iteration, fetched in pieces like scan -------------------------------
 
     def __iter__(self) -> Iterator[int]:
-        """The keys in ascending order, fetched max_scan_limit at a time (each
-        piece reads the index at its own moment: writes made while iterating
-        show in the pieces not yet fetched)."""
+        """The keys in ascending order, fetched in pieces (4096 keys, then
+        twice as many each time, up to max_scan_limit; each piece reads the
+        index at its own moment: writes made while iterating show in the
+        pieces not yet fetched)."""
         for keys, _ in self._scan_in_pieces(0, U64_MAX):
             yield from keys.tolist()
 

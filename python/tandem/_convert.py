@@ -69,6 +69,8 @@ def column(data: Any, name: str) -> "npt.NDArray[np.uint64]":
     non-contiguous or misaligned input)."""
     if isinstance(data, np.ndarray):
         a = data
+        if a.dtype.kind == "O" and a.ndim == 1:
+            a = _python_ints(list(a), name)  # Python ints held as objects: as a list of them
     elif hasattr(data, "__dlpack__"):
         a = np.from_dlpack(data)
     else:
@@ -76,8 +78,12 @@ def column(data: Any, name: str) -> "npt.NDArray[np.uint64]":
             a = np.asarray(data)
         except (TypeError, ValueError, OverflowError) as e:
             raise TypeError(f"{name}: expected an array of ints in {_RANGE}, got {type(data).__name__}: {e}") from None
-        if a.dtype.kind in "fO" and a.ndim == 1 and not isinstance(data, memoryview):
-            a = _python_ints(list(data), name)  # ints past uint64 or past int64 with negative ones, or no ints
+        if a.ndim == 1 and not isinstance(data, memoryview) and (
+                a.dtype.kind in "fO" or (a.dtype.kind in "iu" and isinstance(data, (list, tuple))
+                                         and any(isinstance(x, (bool, np.bool_)) for x in data))):
+            # ints past uint64 or past int64 with negative ones, no ints, or
+            # bools among ints (which numpy would take as 0 and 1)
+            a = _python_ints(list(data), name)
     if a.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D array, got shape {a.shape}")
     dt = a.dtype
@@ -97,11 +103,11 @@ def column(data: Any, name: str) -> "npt.NDArray[np.uint64]":
 
 def _python_ints(items: List[Any], name: str) -> "npt.NDArray[np.uint64]":
     for i, x in enumerate(items):
-        if isinstance(x, bool) or not isinstance(x, int):
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
             raise TypeError(f"{name}: expected an array of ints in {_RANGE}, got a {type(x).__name__} at {i}")
         if x < 0 or x > U64_MAX:
-            raise _outside(name, i, x)
-    return np.array(items, dtype=np.uint64)
+            raise _outside(name, i, int(x))
+    return np.array([int(x) for x in items], dtype=np.uint64)
 
 
 def values_for(values: Any, n: int, name: str = "values") -> "npt.NDArray[np.uint64]":

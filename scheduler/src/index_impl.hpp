@@ -6,8 +6,8 @@
 //   caller_runs.cpp  reads answered on the calling thread, point writes
 //   dispatch.cpp     the dispatcher thread: group commit, look-ahead,
 //                    the pipeline of stages, reader tasks
-//   validate.cpp     the config; checking ops, status column,
-//                    op counts                                   (step 1)
+//   validate.cpp     checking ops, status column, op counts      (step 1)
+//                    (the config: config::validate, core/src/config.cpp)
 //   route_stage.cpp  CPU/GPU split, sort-and-route, merge        (step 2)
 //   leaf_stage.cpp   leaf phase and answers back to batch order  (steps 3, 5),
 //                    or small batches of gets answered directly  (no step 2)

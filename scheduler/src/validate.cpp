@@ -1,8 +1,8 @@
-// The checks (index_impl.hpp): step 1 of a batch: check the ops in one parallel pass over the type
-// column (keys and args read for range ops only; a slice of point ops only
-// is counted and marked ok without a branch per op), count them by type,
-// take the answer columns from the pool and fill the status column. Step 1
-// runs on the look-ahead thread (or the dispatcher), in the arena.
+// Step 1 of a batch (index_impl.hpp): check the ops in one parallel pass
+// over the type column (keys and args read for range ops only; a slice of
+// point ops only is counted and marked ok without a branch per op), count them
+// by type, take the answer columns from the pool and fill the status column.
+// Runs on the look-ahead thread (or the dispatcher), in the arena.
 #include "index_impl.hpp"
 
 #include <oneapi/tbb/blocked_range.h>
@@ -11,10 +11,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
-#include <cmath>
-#include <limits>
-#include <stdexcept>
 
 namespace tandem {
 namespace {

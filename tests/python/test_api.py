@@ -105,6 +105,16 @@ def test_a_negative_number_in_a_column_is_refused_naming_the_argument(idx, make)
     assert len(idx) == 0
 
 
+def test_bools_among_ints_are_refused_and_objects_holding_ints_are_taken(idx):
+    for bad in ([1, True], (3, np.True_), [False]):
+        with pytest.raises(TypeError, match=r"^keys: expected an array of ints in \[0, 2\^64\).*got (a bool|dtype bool)"):
+            idx.get(bad)
+    idx.put(np.array([1, U64_MAX], dtype=object), [5, 6])
+    assert idx.get(np.array([1, U64_MAX], dtype=object))[0].tolist() == [5, 6]
+    with pytest.raises(ValueError, match=r"^keys: element 0 is -1"):
+        idx.get(np.array([-1], dtype=object))
+
+
 def test_python_ints_past_int64_and_past_uint64(idx):
     idx.put([U64_MAX, 1 << 63], [1, 2])
     assert idx.get([U64_MAX, 1 << 63, 0])[0].tolist() == [1, 2, 0]
@@ -140,11 +150,29 @@ def test_iteration_gives_keys_values_and_items_in_order(idx):
 
 def test_iteration_crosses_pieces(idx, monkeypatch):
     model = filled(idx, n=1000)
+    monkeypatch.setattr(tandem._api, "FIRST_PIECE", 3)
     monkeypatch.setattr(tandem._api, "PIECE", 7)
     assert list(idx) == model.keys
     assert list(idx.items(1, 100)) == [(k, v) for k, v in model.items() if 1 <= k <= 100]
     keys, values = idx.scan()
     assert keys.tolist() == model.keys and values.tolist() == [model.d[k] for k in model.keys]
+
+
+def test_iteration_starts_with_a_small_piece_and_doubles(idx, monkeypatch):
+    filled(idx, n=20000)
+    limits = []
+    scan = idx._scan
+
+    def spy(lo, hi, limit, ordered):
+        limits.append(limit)
+        return scan(lo, hi, limit, ordered)
+
+    monkeypatch.setattr(idx, "_scan", spy)
+    assert next(iter(idx)) == 0
+    assert limits == [tandem._api.FIRST_PIECE]
+    limits.clear()
+    assert len(list(idx.keys())) == len(idx)
+    assert limits[:3] == [4096, 8192, 16384]
 
 
 def test_an_empty_index_iterates_nothing(idx):

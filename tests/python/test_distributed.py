@@ -148,6 +148,7 @@ def test_a_batch_result_reads_as_index_result(shared):
     r = shared.execute(b)
     assert r[0] == tandem.OpResult(True, 10, 1, 0) and r[-1] == r[3] and r[3].value == 2
     assert r[2].status == 1 and r.error(2) == tandem.Index().execute(b).error(2)
+    assert r.error(-2) == r.error(2) and r.scan(-2)[0].tolist() == []
     assert repr(r) == f"tandem.distributed.ShardedResult(4 ops, 1 invalid, {len(r.sequence)} shards)"
     with pytest.raises(IndexError):
         r[4]
@@ -163,6 +164,29 @@ def test_mapping_habits(shared):
     assert list(shared.values(5, 1 << 63)) == [2, 3, 4]
     assert "x" not in shared and -1 not in shared and U64_MAX in shared
     assert shared.get(7, "none") == "none"
+
+
+def test_iteration_asks_one_shard_a_piece(shared, monkeypatch):
+    """Iteration walks the shards in key order, a piece from one shard at a
+    time, each piece twice the last (up to max_scan_limit)."""
+    model = Model()
+    keys = np.arange(0, 30000, dtype=np.uint64) * np.uint64(1 << 49)  # spread over every shard
+    shared.load(keys, keys + np.uint64(1))
+    model.load(keys, keys + np.uint64(1))
+    m = shared.shard_map()
+    assert m.num_shards > 1
+    scans = []
+    scan = shared._scan
+
+    def spy(lo, hi, limit, ordered):
+        scans.append((lo, hi, limit))
+        return scan(lo, hi, limit, ordered)
+
+    monkeypatch.setattr(shared, "_scan", spy)
+    assert list(shared) == model.keys
+    for lo, hi, _ in scans:
+        assert any(b_lo <= lo and hi <= b_hi for b_lo, b_hi in m.bounds)
+    assert scans[0][2] == tandem._api.FIRST_PIECE
 
 
 def test_large_columns(shared):

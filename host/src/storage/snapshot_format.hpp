@@ -46,6 +46,10 @@ struct raw_footer {
 };
 static_assert(sizeof(raw_footer) == 24);
 
+// The code over xxHash, which XXH_INLINE_ALL makes static: internal here
+// too, one copy in each file that includes this header.
+namespace {
+
 inline std::uint64_t header_checksum(const raw_header& h) {
   return XXH3_64bits(&h, offsetof(raw_header, checksum));
 }
@@ -89,6 +93,8 @@ class chunk_hash {
   XXH3_state_t keys_;
   XXH3_state_t values_;
 };
+
+}  // namespace
 
 /// Empty when the fields are in range, else what is wrong.
 std::string field_problem(const std::uint32_t (&geom)[5], std::uint32_t chunk_pairs);

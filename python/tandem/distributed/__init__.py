@@ -102,9 +102,9 @@ from ._merge import ShardedResult
 
 __all__ = ["ShardedIndex", "ShardedResult", "ShardMap", "ShardMapChanged", "ShardLost"]
 
-# The public classes live in private modules; they name this package as
-# their home, so reprs, docs and pickles (the errors shards raise, clients
-# passed to Ray tasks) stay as they were before the package was split.
+# The public classes live in private modules; they name this package, their
+# public import path, as their home, so that reprs, docs and pickles (the
+# errors shards raise, clients passed to Ray tasks) use it.
 for _cls in (ShardedIndex, ShardedResult, ShardMap, ShardMapChanged, ShardLost):
     _cls.__module__ = __name__
 del _cls

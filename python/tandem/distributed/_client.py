@@ -9,18 +9,17 @@ import dataclasses
 import os
 import threading
 import weakref
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from .. import Batch, IndexAPI, InvariantError
 from .._convert import config
+from .._types import U64Array
 from ._calls import _Turns
 from ._channel import _SHM_DIR, _close_channels
 from ._common import U64_MAX, _require_ray, ray
 from ._directory import _Directory
 from ._merge import ShardedResult
 from ._ops import _ShardOps
-
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +40,6 @@ class ShardMap:
 
     def __len__(self) -> int:
         return len(self.bounds)
-
 
 
 class ShardedIndex(_ShardOps, IndexAPI[ShardedResult]):
@@ -240,6 +238,16 @@ class ShardedIndex(_ShardOps, IndexAPI[ShardedResult]):
         self._sync(run)
 
     # ---- batches -------------------------------------------------------------------
+
+    def _scan_in_pieces(self, lo: int, hi: int) -> Iterator[Tuple[U64Array, U64Array]]:
+        # One shard's part of [lo, hi] at a time, so that each piece's limit
+        # is asked of one shard, not of every shard the range covers.
+        while True:
+            part_hi = min(hi, self._map.home(lo).hi)
+            yield from super()._scan_in_pieces(lo, part_hi)
+            if part_hi >= hi:
+                return
+            lo = part_hi + 1
 
     def _submit(self, batch: Batch) -> "concurrent.futures.Future[ShardedResult]":
         self._check_open()

@@ -91,16 +91,20 @@ class ShardedResult:
         """Ops whose status is not ok."""
         return int(np.count_nonzero(self._status))
 
+    def _op(self, i: int) -> int:
+        """Op index i in [0, len) (i < 0 counts from the end)."""
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("op index out of range")
+        return i + n if i < 0 else i
+
     def error(self, i: int) -> str:
         """The message of op i when its status is not ok, else ''."""
-        if not 0 <= i < len(self):
-            raise IndexError("op index out of range")
-        return self._errors.get(i, "")
+        return self._errors.get(self._op(i), "")
 
     def scan(self, i: int) -> Tuple[np.ndarray, np.ndarray]:
         """(keys, values) of scan op i (empty for another op or a failed scan)."""
-        if not 0 <= i < len(self):
-            raise IndexError("op index out of range")
+        i = self._op(i)
         a, b = self._offsets[i], self._offsets[i + 1]
         return self._ek[a:b], self._ev[a:b]
 
@@ -111,9 +115,7 @@ class ShardedResult:
     def __getitem__(self, i: int) -> OpResult:
         """Op i's answer: ``OpResult(found, value, key, status)`` (i < 0 counts
         from the end)."""
-        n = len(self)
-        if not -n <= i < n:
-            raise IndexError("op index out of range")
+        i = self._op(i)
         return OpResult(bool(self._found[i]), int(self._values[i]), int(self._keys[i]), int(self._status[i]))
 
     def __repr__(self) -> str:
