@@ -222,6 +222,22 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(count_in(0, std::uint64_t{1} << 32, false))
       ->type_name("N")
       ->capture_default_str();
+  app.add_option("--gpu-cache", opt.gpu_cache,
+                 "tandem::config.gpu_cache_bytes: GPU memory for copies of leaves that answer gets in the route: "
+                 "bytes (2^32), P% of the loaded pairs' bytes (16 a pair), all (room for every leaf), off, or auto "
+                 "(half the free GPU memory; none under --gpu-budget). Without a GPU, bytes keep the copies in host "
+                 "memory (a stand-in for tests)")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto" || v == "off" || v == "all") return "";
+        if (!v.empty() && v.back() == '%') {
+          char* end = nullptr;
+          const double p = std::strtod(v.c_str(), &end);
+          return end == v.c_str() + v.size() - 1 && p > 0 && p <= 1000 ? "" : "must be P% with P in (0, 1000]";
+        }
+        return parse_count(v) ? "" : "must be auto, off, all, a byte count (e.g. 2^32) or P%";
+      })
+      ->type_name("BYTES|P%|all|off|auto")
+      ->capture_default_str();
   app.add_option("--gpu-budget", opt.gpu_budget,
                  "tandem::config.max_gpu_bytes: most GPU memory the index holds, in bytes (2^28, 300000000) or "
                  "as a percentage of the loaded pairs' bytes (16 a pair: 1% of 2^31 pairs is 344 MB); the leaf "

@@ -35,6 +35,7 @@ struct options {
   std::string leaf_hints = "on";    ///< on | off
   std::string caller_runs = "on";   ///< config.caller_runs: on | off
   std::string gpu_route_keys = "0";  ///< config.max_gpu_route_keys (0: no bound)
+  std::string gpu_cache = "auto";    ///< config.gpu_cache_bytes: auto, off, all, bytes, or P% of the pairs' bytes
   std::string gpu_budget = "0";      ///< config.max_gpu_bytes: bytes, or P% of the pairs' bytes (0: no bound)
   std::string small_batch = "auto";  ///< config.small_batch_ops (auto: the config's default)
   std::string direct_gets = "auto";  ///< config.direct_get_ops (auto: the config's default)

@@ -58,6 +58,19 @@ run_setup resolve_setup(const options& opt) {
   } else {
     cfg.max_gpu_bytes = static_cast<std::size_t>(*parse_count(opt.gpu_budget));
   }
+  if (opt.gpu_cache == "off") {
+    cfg.gpu_cache_bytes = 0;
+  } else if (opt.gpu_cache == "all") {
+    // Slots for the leaves a load makes and a quarter more (splits), and
+    // room for small indexes.
+    const double leaves = static_cast<double>(spec.keys) / (1024.0 * opt.leaf_fill);
+    cfg.gpu_cache_bytes = (static_cast<std::size_t>(leaves * 1.25) + 1024) * 1024 * 16;
+  } else if (!opt.gpu_cache.empty() && opt.gpu_cache.back() == '%') {
+    cfg.gpu_cache_bytes = static_cast<std::size_t>(std::strtod(opt.gpu_cache.c_str(), nullptr) / 100.0 *
+                                                   static_cast<double>(spec.keys) * 16.0);
+  } else if (opt.gpu_cache != "auto") {
+    cfg.gpu_cache_bytes = static_cast<std::size_t>(*parse_count(opt.gpu_cache));
+  }
   if (opt.small_batch != "auto") cfg.small_batch_ops = static_cast<std::size_t>(*parse_count(opt.small_batch));
   if (opt.direct_gets != "auto") cfg.direct_get_ops = static_cast<std::size_t>(*parse_count(opt.direct_gets));
   if (opt.group_commit != "auto") cfg.group_commit_ops = static_cast<std::size_t>(*parse_count(opt.group_commit));

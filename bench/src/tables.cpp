@@ -198,12 +198,28 @@ std::string gpu_line(const tandem_figures& t, const std::string& requested) {
   return line;
 }
 
+std::string cache_text(const tandem_figures& t) {
+  const tandem::stats& s = t.after;
+  if (s.cache == "off") return "; leaf cache off";
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "; leaf cache (%s, %.2f GiB of slots, %llu of %llu leaves current): %llu of %llu gets answered "
+                "from it (%.1f%%), %.1f MiB synced, %llu evictions",
+                s.cache.c_str(), static_cast<double>(s.cache_capacity_bytes) / (1u << 30),
+                static_cast<unsigned long long>(s.cached_leaves), static_cast<unsigned long long>(s.leaves),
+                static_cast<unsigned long long>(t.cache_hits), static_cast<unsigned long long>(t.cache_lookups),
+                t.cache_lookups ? 100.0 * static_cast<double>(t.cache_hits) / static_cast<double>(t.cache_lookups) : 0.0,
+                static_cast<double>(t.cache_synced_bytes) / (1u << 20),
+                static_cast<unsigned long long>(t.cache_evictions));
+  return buf;
+}
+
 std::string scatter_text(const tandem_figures& t) {
   return "answers put back in batch order on the GPU for " + std::to_string(t.gpu_scatters) + " batches, on the host for " +
          std::to_string(t.host_scatters) + ", answered directly for " + std::to_string(t.direct_batches) +
          "; leaf hints: " + std::to_string(t.hinted_ops) + " point ops answered at their hint, " +
          std::to_string(t.stale_hints) + " missing or stale, " + std::to_string(t.guide_refreshes) +
-         " guide refreshes";
+         " guide refreshes" + cache_text(t);
 }
 
 void print_sweep_table(const std::vector<const system_result*>& points) {
@@ -316,6 +332,10 @@ json row_of(const system_result& r, const row_context& ctx) {
   j["direct_batches"] = count(t.direct_batches);  // gets answered directly
   j["hinted_ops"] = count(t.hinted_ops);      // point ops answered at their route's hint
   j["stale_hints"] = count(t.stale_hints);      // point ops whose hint was missing or stale
+  j["cache_lookups"] = count(t.cache_lookups);  // gets looked up in the leaf copies
+  j["cache_hits"] = count(t.cache_hits);        // ... and answered there
+  j["cache_synced_bytes"] = count(t.cache_synced_bytes);
+  j["cache_bytes"] = is_tandem ? json(r.tandem->after.cache_bytes) : json(nullptr);
   j["guide_refreshes"] = count(t.guide_refreshes);
   j["leaf_line_ops"] = count(t.leaf_line_ops);    // point ops whose leaf lines were counted
   j["leaf_lines_per_op"] = field(t.leaf_lines_per_op());

@@ -181,6 +181,10 @@ tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tand
   f.hinted_ops = f.after.hinted_ops - before.hinted_ops;
   f.stale_hints = f.after.stale_hints - before.stale_hints;
   f.guide_refreshes = f.after.guide_refreshes - before.guide_refreshes;
+  f.cache_lookups = f.after.cache_lookups - before.cache_lookups;
+  f.cache_hits = f.after.cache_hits - before.cache_hits;
+  f.cache_synced_bytes = f.after.cache_synced_bytes - before.cache_synced_bytes;
+  f.cache_evictions = f.after.cache_evictions - before.cache_evictions;
   for (tandem::op_type t : {tandem::op_type::lower_bound, tandem::op_type::scan, tandem::op_type::count}) {
     const auto i = static_cast<std::size_t>(t);
     f.range_ops += f.after.ops_by_type[i] - before.ops_by_type[i];

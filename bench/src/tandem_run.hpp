@@ -46,6 +46,10 @@ struct tandem_figures {
   std::uint64_t direct_batches = 0; ///< batches of gets answered directly (no route, no scatter)
   std::uint64_t hinted_ops = 0;    ///< point ops answered at their route's hint (config.gpu_leaf_hints)
   std::uint64_t stale_hints = 0;    ///< point ops whose hint was missing or stale
+  std::uint64_t cache_lookups = 0;  ///< gets looked up in the leaf copies (config.gpu_cache_bytes)
+  std::uint64_t cache_hits = 0;     ///< ... and answered there
+  std::uint64_t cache_synced_bytes = 0;  ///< bytes of entries copied into the leaf cache
+  std::uint64_t cache_evictions = 0;
   std::uint64_t guide_refreshes = 0; ///< refreshes of the GPU's leaf guides in the run
   std::uint64_t range_ops = 0;     ///< lower_bounds, scans and counts in the run
   /// Sampled point ops of the run and the leaf lines they moved

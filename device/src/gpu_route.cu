@@ -8,6 +8,7 @@
 // detail/router_state.cuh; the descent is launched by gpu_router.cu.
 #include <tandem/device/gpu_router.hpp>
 
+#include <tandem/device/detail/copy_kernels.cuh>
 #include <tandem/device/detail/cuda_check.cuh>
 #include <tandem/device/detail/router_state.cuh>
 #include <tandem/device/detail/shuffle_kernels.cuh>
@@ -37,21 +38,30 @@ namespace {
 enum slice : int { keys_slice = 0, args_slice = 1, types_slice = 2 };
 
 /// Most arrays one route downloads (positions, keys, args, types, hints,
-/// then group_begin, group_ordinal).
-constexpr std::size_t max_downloads = 7;
+/// copy answers' values and flags; then group_begin, group_ordinal).
+constexpr std::size_t max_downloads = 8;
 
 }  // namespace
 
 std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const detail::layout_meta& m,
                                          const key_type* keys, const value_type* args, const std::uint8_t* types,
                                          std::size_t n, routed_batch_view& out, route_timing* timing,
-                                         const detail::key_range* range) {
+                                         const detail::key_range* range, const detail::copy_answers* answers) {
   detail::route_resources& r = route;
   detail::fault_gate gate(faults);
   // A range keeps its ops in device arrays of `limit` entries as the chunks
   // come up, one chunk at a time on the main stream (the kept ops must stay
   // in batch order), then routes them as a full sort routes a batch.
   const bool ranged = range != nullptr;
+  // route_cached: each chunk descends and is answered from the leaf copies
+  // on its lane (answers straight down when the outputs are pinned); the
+  // ops no copy answered are then selected, in batch order, and routed as a
+  // range's are. remap: positions of the routed ops are batch positions
+  // kept in r.batch_positions.
+  const bool cached = answers != nullptr;
+  const bool remap = ranged || cached;
+  const bool answers_direct =
+      cached && detail::is_pinned(answers->values) && detail::is_pinned(answers->found);
   const detail::in_range keep{ranged ? range->lo : 0, ranged ? range->hi : 0};
   const std::size_t room = ranged ? range->limit : n;  // ops the arrays hold
   const bool full = options.order == aggregation::full;
@@ -94,6 +104,12 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   grow(r.group_begin, room);
   grow(r.group_ordinal, room);
   if (want_hints) grow(r.hints, room);
+  if (cached) {
+    grow(r.answers, n);
+    grow(r.answer_found, n);
+    grow(r.missed, n);
+    grow(r.batch_positions, n);
+  }
   if (ranged) {
     grow(r.batch_positions, room);
     r.chunk_keys.reserve(chunk);
@@ -137,7 +153,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   for (std::size_t l = 0; l < lanes_used; ++l) {
     detail::route_lane& lane = *r.lanes[l];
     lane.staging.reserve(staging.total);
-    if (!full) lane.nodes.reserve(chunk);
+    if (!full || cached) lane.nodes.reserve(chunk);
     if (partial) {
       lane.keys_sorted.reserve(chunk);
       lane.positions.reserve(chunk);
@@ -161,6 +177,13 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     TANDEM_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, select_bytes, r.iota.data(), r.flags.data(),
                                                r.group_begin.data(), r.selected.data(),
                                                static_cast<std::int64_t>(room), main_stream));
+    if (cached) {
+      std::size_t key_select = 0;
+      TANDEM_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, key_select, r.keys.data(), r.missed.data(),
+                                                 r.keys_alt.data(), r.selected.data(),
+                                                 static_cast<std::int64_t>(room), main_stream));
+      select_bytes = std::max(select_bytes, key_select);
+    }
     const std::size_t temp_bytes = std::max(sort_bytes, select_bytes);  // within batch_bytes' 2 x sort scratch
     if (r.temp.capacity() < temp_bytes) r.temp.reserve(temp_bytes, 25);
   }
@@ -221,6 +244,29 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
       detail::add_kept_kernel<<<1, 1, 0, stream>>>(key_dst, r.chunk_offsets.data(), count, keep, r.kept.data());
       TANDEM_CUDA_TRY(cudaGetLastError());
     }
+    if (cached) {  // descend in batch order, answer from the copies
+      TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::kernel));
+      detail::descent_args a;
+      a.keys = r.keys.data() + offset;
+      a.n = static_cast<std::uint32_t>(count);
+      a.nodes_out = lane.nodes.data();
+      a.ordinals = r.ordinals.data() + offset;
+      cm.sorted = mark(stream);
+      launch_descent(vb, m, a, stream, 0, m.height, m.groups);
+      detail::copy_lookup_kernel<<<detail::shuffle_blocks(count), detail::shuffle_block_threads, 0, stream>>>(
+          r.keys.data() + offset, r.ordinals.data() + offset, count, vb.leaf_ids.data(), m.leaf_count,
+          copies.table.data(), copies.table_size, copies.pool.data(), copies.hits.data(), offset,
+          r.answers.data() + offset, r.answer_found.data() + offset, r.missed.data() + offset);
+      TANDEM_CUDA_TRY(cudaGetLastError());
+      cm.descended = mark(stream);
+      if (answers_direct) {
+        TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::download));
+        TANDEM_CUDA_TRY(cudaMemcpyAsync(answers->values + offset, r.answers.data() + offset,
+                                        count * sizeof(value_type), cudaMemcpyDeviceToHost, stream));
+        TANDEM_CUDA_TRY(cudaMemcpyAsync(answers->found + offset, r.answer_found.data() + offset, count,
+                                        cudaMemcpyDeviceToHost, stream));
+      }
+    }
     if (!full) {
       detail::descent_args a;
       a.keys = r.keys.data() + offset;
@@ -247,8 +293,48 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     TANDEM_CUDA_TRY(cudaEventRecord(r.lanes[l]->done.get(), r.lanes[l]->stream.get()));
     TANDEM_CUDA_TRY(cudaStreamWaitEvent(main_stream, r.lanes[l]->done.get(), 0));
   }
-  // The ops routed from here on: the batch, or those of the range.
+  // The ops routed from here on: the batch, those of the range, or those
+  // no copy answered.
   std::size_t rows = n;
+  // Copy answers that go down through the staged download (outputs not pinned).
+  auto answer_items = [&](detail::download_item* items, std::size_t& count, cudaEvent_t after) {
+    if (!cached || answers_direct) return;
+    items[count++] = {answers->values, r.answers.data(), n * sizeof(value_type), false, after};
+    items[count++] = {answers->found, r.answer_found.data(), n, false, after};
+  };
+  if (cached) {
+    rows = select_missed(n, main_stream);
+    if (rows == 0) {
+      TANDEM_CUDA_TRY(cudaEventRecord(r.grouped.get(), main_stream));
+      detail::download_item items[2];
+      std::size_t count = 0;
+      answer_items(items, count, r.grouped.get());
+      std::size_t spans[4] = {};
+      double host_out0 = 0;
+      if (count > 0) r.download.run(items, count, down_stream, pool, nullptr, spans, host_out0);
+      TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::sync));
+      TANDEM_CUDA_TRY(cudaStreamSynchronize(down_stream));
+      TANDEM_CUDA_TRY(cudaStreamSynchronize(main_stream));
+      out.group_begin[0] = 0;
+      out.groups = 0;
+      out.key_sorted = true;
+      if (timing != nullptr) {
+        for (const auto& cm : r.chunk_spans) {
+          timing->upload += marks->seconds(cm.begin, cm.uploaded);
+          timing->lookup += marks->seconds(cm.sorted, cm.descended);
+        }
+        timing->kernel = timing->lookup;
+        timing->host_in = host_in;
+        timing->host_out = host_out0;
+        timing->upload += host_in;
+        timing->chunks = chunks;
+        timing->answered = n;
+        timing->bytes_up = n * sizeof(key_type);
+        timing->bytes_down = n * (sizeof(value_type) + 1) + sizeof(std::uint32_t);
+      }
+      return 0;
+    }
+  }
   if (ranged) {
     TANDEM_CUDA_TRY(cudaMemcpyAsync(r.selected_host.data(), r.kept.data(), sizeof(std::uint32_t),
                                     cudaMemcpyDeviceToHost, main_stream));
@@ -343,7 +429,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
         want_args ? r.args_out.data() : nullptr, r.types.data(), want_types ? r.types_out.data() : nullptr);
     TANDEM_CUDA_TRY(cudaGetLastError());
   }
-  if (ranged) {  // positions inside the range to batch positions, into the sort's free buffer
+  if (remap) {  // positions among the kept ops to batch positions, into the sort's free buffer
     std::uint32_t* batch_order =
         routed_positions == r.positions.data() ? r.positions_alt.data() : r.positions.data();
     detail::gather_kernel<<<blocks, detail::shuffle_block_threads, 0, main_stream>>>(
@@ -360,7 +446,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
 
   // ---- down: the per-op arrays, then (G known) the groups ------------------
   TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::download));
-  const cudaEvent_t early = full && !ranged ? r.sorted.get() : r.grouped.get();
+  const cudaEvent_t early = full && !remap ? r.sorted.get() : r.grouped.get();
   detail::download_item items[max_downloads];
   std::size_t count = 0;
   items[count++] = {out.positions, routed_positions, rows * sizeof(std::uint32_t), detail::is_pinned(out.positions),
@@ -377,6 +463,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     items[count++] = {out.hints, r.hints.data(), rows * sizeof(leaf_hint), detail::is_pinned(out.hints),
                       r.grouped.get()};
   }
+  answer_items(items, count, r.grouped.get());
   std::size_t spans[2 * max_downloads] = {};
   r.download.run(items, count, down_stream, pool, marks, spans, host_out);
 
@@ -400,6 +487,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   if (timing != nullptr) {
     for (const auto& cm : r.chunk_spans) {
       timing->upload += marks->seconds(cm.begin, cm.uploaded);
+      if (cached) timing->lookup += marks->seconds(cm.sorted, cm.descended);
       if (!full) {
         timing->sort += marks->seconds(cm.uploaded, cm.sorted);
         timing->kernel += marks->seconds(cm.sorted, cm.descended);
@@ -408,7 +496,8 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     const double batch_sort = marks->seconds(sort_begin, sort_end);
     timing->sort += batch_sort;
     if (!full) timing->group_sort = batch_sort;
-    if (full) timing->kernel += marks->seconds(kernel_begin, kernel_end);
+    if (full) timing->kernel += marks->seconds(kernel_begin, kernel_end) + timing->lookup;
+    timing->answered = cached ? n - rows : 0;
     timing->grouping = marks->seconds(grouping_begin, grouping_end);
     for (std::size_t k = 0; k < count + 2; ++k) timing->download += marks->seconds(spans[2 * k], spans[2 * k + 1]);
     timing->host_in = host_in;
@@ -418,7 +507,8 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     timing->bytes_up = n * (sizeof(key_type) + (want_args ? sizeof(value_type) : 0) + (want_types ? 1 : 0));
     timing->bytes_down = rows * (sizeof(std::uint32_t) + sizeof(key_type) + (want_args ? sizeof(value_type) : 0) +
                                  (want_types ? 1 : 0) + (want_hints ? sizeof(leaf_hint) : 0)) +
-                         groups * 2 * sizeof(std::uint32_t) + sizeof(std::uint32_t) * (ranged ? 2 : 1);
+                         groups * 2 * sizeof(std::uint32_t) + sizeof(std::uint32_t) * (remap ? 2 : 1) +
+                         (cached ? n * (sizeof(value_type) + 1) : 0);
   }
   return rows;
 }
@@ -445,7 +535,7 @@ std::size_t gpu_router::route_range(const key_type* keys, const value_type* args
 
 std::size_t gpu_router::state::route_call(const key_type* keys, const value_type* args, const std::uint8_t* types,
                                           std::size_t n, routed_batch_view& out, route_timing* timing,
-                                          const detail::key_range* range) {
+                                          const detail::key_range* range, const detail::copy_answers* answers) {
   const auto t0 = clock_type::now();
   state& s = *this;
   const detail::account_scope scope(s.account);
@@ -494,7 +584,7 @@ std::size_t gpu_router::state::route_call(const key_type* keys, const value_type
     }
     s.set_device();
     try {
-      routed = s.run_route(vb, vb.meta, keys, args, types, n, out, timing != nullptr ? &t : nullptr, range);
+      routed = s.run_route(vb, vb.meta, keys, args, types, n, out, timing != nullptr ? &t : nullptr, range, answers);
     } catch (...) {
       s.drain_route();
       throw;
@@ -503,31 +593,6 @@ std::size_t gpu_router::state::route_call(const key_type* keys, const value_type
   t.total = seconds_since(t0);
   if (timing != nullptr) *timing = t;
   return routed;
-}
-
-void gpu_router::upload_guides(const leaf_guide* guides, std::size_t count) {
-  state& s = *state_;
-  const detail::account_scope scope(s.account);
-  std::lock_guard<std::mutex> route_lock(s.route_mutex);
-  s.set_device();
-  s.guide_count = 0;  // none until the copy is complete
-  if (count == 0) {
-    s.guides.release();
-    return;
-  }
-  if (guides == nullptr) throw std::invalid_argument("gpu_router::upload_guides: null guides for " +
-                                                     std::to_string(count) + " leaves");
-  s.guides.reserve(count, 25);
-  const cudaStream_t stream = s.route.lanes[0]->stream.get();
-  TANDEM_CUDA_TRY(cudaMemcpyAsync(s.guides.data(), guides, count * sizeof(leaf_guide), cudaMemcpyHostToDevice, stream));
-  TANDEM_CUDA_TRY(cudaStreamSynchronize(stream));
-  s.guide_count = count;
-}
-
-std::size_t gpu_router::guide_count() const {
-  state& s = *state_;
-  std::lock_guard<std::mutex> route_lock(s.route_mutex);
-  return s.guide_count;
 }
 
 }  // namespace tandem::device

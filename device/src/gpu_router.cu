@@ -513,4 +513,29 @@ void gpu_router::inject_fault(stage s, int count) {
   state_->faults[static_cast<std::size_t>(s)].store(count > 0 ? count : 0);
 }
 
+void gpu_router::upload_guides(const leaf_guide* guides, std::size_t count) {
+  state& s = *state_;
+  const detail::account_scope scope(s.account);
+  std::lock_guard<std::mutex> route_lock(s.route_mutex);
+  s.set_device();
+  s.guide_count = 0;  // none until the copy is complete
+  if (count == 0) {
+    s.guides.release();
+    return;
+  }
+  if (guides == nullptr) throw std::invalid_argument("gpu_router::upload_guides: null guides for " +
+                                                     std::to_string(count) + " leaves");
+  s.guides.reserve(count, 25);
+  const cudaStream_t stream = s.route.lanes[0]->stream.get();
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(s.guides.data(), guides, count * sizeof(leaf_guide), cudaMemcpyHostToDevice, stream));
+  TANDEM_CUDA_TRY(cudaStreamSynchronize(stream));
+  s.guide_count = count;
+}
+
+std::size_t gpu_router::guide_count() const {
+  state& s = *state_;
+  std::lock_guard<std::mutex> route_lock(s.route_mutex);
+  return s.guide_count;
+}
+
 }  // namespace tandem::device

@@ -57,6 +57,20 @@ nb::dict stats_dict(const tandem::stats& s) {
   TANDEM_FIELD(caller_batches);
   TANDEM_FIELD(point_reads);
   TANDEM_FIELD(last_batch_ops);
+  TANDEM_FIELD(cache);
+  TANDEM_FIELD(cache_bytes);
+  TANDEM_FIELD(cache_capacity_bytes);
+  TANDEM_FIELD(cache_slots);
+  TANDEM_FIELD(cached_leaves);
+  TANDEM_FIELD(cache_lookups);
+  TANDEM_FIELD(cache_hits);
+  TANDEM_FIELD(cache_last_lookups);
+  TANDEM_FIELD(cache_last_hits);
+  TANDEM_FIELD(cache_copies);
+  TANDEM_FIELD(cache_synced_bytes);
+  TANDEM_FIELD(cache_last_synced_bytes);
+  TANDEM_FIELD(cache_evictions);
+  TANDEM_FIELD(cache_claims);
 #undef TANDEM_FIELD
   nb::dict by_type;
   for (std::size_t t = 0; t < tandem::op_type_count; ++t) {
@@ -110,6 +124,7 @@ void bind_config(nb::module_& m) {
       .def_rw("gpu_scatter", &tandem::config::gpu_scatter)
       .def_rw("gpu_leaf_hints", &tandem::config::gpu_leaf_hints)
       .def_rw("max_gpu_route_keys", &tandem::config::max_gpu_route_keys)
+      .def_rw("gpu_cache_bytes", &tandem::config::gpu_cache_bytes)
       .def_rw("max_gpu_bytes", &tandem::config::max_gpu_bytes)
       .def_rw("gpu_failure_limit", &tandem::config::gpu_failure_limit)
       .def_rw("max_batch_output_bytes", &tandem::config::max_batch_output_bytes)

@@ -243,6 +243,11 @@ void index::impl::prepare(prepared& p) {
       const auto t0 = clock_type::now();
       route(p);
       p.times.route = seconds_since(t0);
+      if (!p.from_copies) {
+        p.routed = p.n;
+        note_heat(p);
+      }
+      claim_writes(p);  // before any later batch is routed
     }
   } catch (...) {
     p.failure = std::current_exception();

@@ -33,6 +33,7 @@
 #include <tandem/core/inner_layout.hpp>
 #include <tandem/core/routed_batch.hpp>
 #include <tandem/device/gpu_router.hpp>
+#include <tandem/host/leaf_cache.hpp>
 #include <tandem/host/leaf_phase.hpp>
 #include <tandem/host/leaf_store.hpp>
 #include <tandem/host/storage/redo_log.hpp>
@@ -196,6 +197,14 @@ class index::impl {
   /// next range_cooldown_batches sliced batches go by position)
   /// @throws what gpu_router::route_range throws
   bool route_gpu_ranges(prepared& p, routed_batch_view& part, std::size_t m, std::size_t slice);
+  // leaf_copies.cpp, the leaf cache (each function says what it does there):
+  bool route_from_copies(prepared& p, double share);  // false: the copies were not used
+  void note_heat(prepared& p);
+  void note_route_heat(prepared& p);
+  void claim_writes(const prepared& p);
+  void sync_copies(prepared& p);
+  void refill_copies();
+  void open_cache();
   /// Adds a GPU route's timing and keys to the batch's report and bytes.
   void note_gpu_route(prepared& p, const device::route_timing& t, std::size_t keys, double seconds);
   static void add_gpu_route(route_report& info, const device::route_timing& t, std::size_t keys, double seconds);
@@ -376,6 +385,14 @@ class index::impl {
   int next_slot_ = 0;
   std::shared_ptr<scheduler::answer_pool> answers_;
   std::unique_ptr<device::gpu_router> gpu_;
+  std::unique_ptr<host::leaf_cache> cache_;     // the leaf cache's bookkeeping (leaf_copies.cpp)
+  std::unique_ptr<host::copy_target> copies_;  // the copies: on the GPU, or in host memory without one
+  host::host_copies* standin_ = nullptr;  // copies_, when in host memory
+  std::mutex standin_turn_;  // stand-in lookups and drains take turns
+  std::atomic<std::uint64_t> copy_lookups_{0}, copy_hits_{0}, last_copy_lookups_{0}, last_copy_hits_{0};
+  std::atomic<std::uint64_t> last_synced_bytes_{0};
+  std::atomic<int> copies_skip_{0};  // gets-only batches left to route the usual way
+  static constexpr int copies_skip_batches = 15;
   scheduler::share_policy policy_;  // routes (look-ahead) and leaf phases (dispatcher) feed it
   mutable std::mutex policy_mutex_;
   std::atomic<int> consecutive_failures_{0};

@@ -21,6 +21,7 @@
 #include <oneapi/tbb/parallel_sort.h>
 
 #include <algorithm>
+#include <array>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -261,12 +262,14 @@ void index::impl::merge_underfull(host::leaf_table& t, const std::vector<leaf_id
     const std::uint32_t left = o > 0 && o - 1 == last_dead ? last_survivor : o - 1;
     if (o > 0 && fits(size_of(left), size_of(o))) {
       store_.merge(t.ids[left], t.ids[o], tag);
+      if (cache_) cache_->drop(std::array<leaf_id, 2>{t.ids[left], t.ids[o]}.data(), 2);
       gone[o] = 1;
       last_dead = o;
       last_survivor = left;
       ++merged;
     } else if (o + 1 < t.size() && fits(size_of(o), size_of(o + 1))) {
       store_.merge(t.ids[o], t.ids[o + 1], tag);
+      if (cache_) cache_->drop(std::array<leaf_id, 2>{t.ids[o], t.ids[o + 1]}.data(), 2);
       gone[o + 1] = 1;
       last_dead = o + 1;
       last_survivor = o;
@@ -290,6 +293,9 @@ void index::impl::rebuild_table_from_store(const std::vector<leaf_id>& underfull
   // left undone, the table is the chain already (a failed batch that split
   // nothing).
   if (!sync_pending_ && underfull.empty() && !table_.ids.empty() && table_.size() == store_.live_leaves()) return;
+  // Splits of a failed batch may be unrecorded: their leaves' ids may hold
+  // copies of leaves that died. Copies come back as gets miss.
+  if (cache_) cache_->clear();
   try {
     host::detail::allocation_point();  // the new leaf table
     host::leaf_table t = store_.table();
@@ -340,6 +346,7 @@ void index::impl::compact() {
     sync_gpu();
     refresh_guides();
     ++inner_syncs_;
+    refill_copies();  // leaf ids changed
   }
   // The batch arrays are sized by the largest batch so far: the next
   // batches grow them again as far as they need.
@@ -535,6 +542,7 @@ void index::impl::load(const load_input& in) {
   sync_gpu();
   refresh_guides();
   ++inner_syncs_;
+  refill_copies();
   char text[64];
   std::snprintf(text, sizeof text, "%zu pairs in %.3f s: ", n,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -61,10 +61,19 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
     return;
   }
   if (p.direct) return get_directly(p);
+  if (p.from_copies && p.routed == 0) {  // every get answered from the leaf copies
+    make_member_results(p);
+    p.result_keys = p.j->ops.take_keys();
+    const auto t0 = clock_type::now();
+    sync_copies(p);
+    p.times.sync = seconds_since(t0);
+    verify_if_asked();
+    return;
+  }
   route_space& sp = *p.space;
   host::leaf_phase_input in;
   in.routes = &p.routes;
-  in.n = n;
+  in.n = p.routed;
   in.leaf_ids = p.version->leaf_ids().data();
   in.leaf_count = p.version->leaf_count();
   in.leaves_made = p.version->stamp().leaves_made;
@@ -84,6 +93,9 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   make_member_results(p);
   // From here on the batch happens: nothing below fails it for lack of memory.
   host::run_leaf_writes(store_, in, sorted, lr, leaf_ws_);
+  if (cache_) {  // the new leaves' ids may have held copies of dead leaves
+    for (const host::split_record& s : lr.splits) cache_->drop(&s.right, 1);
+  }
   p.times.order = lr.order;
   p.times.read = lr.read;
   p.times.leaf = lr.leaf;
@@ -111,12 +123,18 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
     const bool stale = !p.routes.hinted || lr.stale_hints * 8 > lr.hinted_ops + lr.stale_hints;
     if (stale && batches_since_guides_ >= guide_refresh_batches) refresh_guides();
   }
+  sync_copies(p);
   p.times.sync = seconds_since(t0);
 
   t0 = clock_type::now();
   tandem::detail::answer_columns& cols = *p.columns;
-  p.gpu_scatter = cfg_.gpu_scatter && p.info.gpu_keys != 0 && gpu_ && !degraded_.load() && gpu_scatter_fits(n);
-  if (!p.gpu_scatter) host::scatter_answers(p.routes.positions, sorted.values, sorted.found, n, cols.values, cols.found);
+  // After copies answered some gets, only the rest are scattered (the GPU
+  // scatter writes every answer).
+  p.gpu_scatter = !p.from_copies && cfg_.gpu_scatter && p.info.gpu_keys != 0 && gpu_ && !degraded_.load() &&
+                  gpu_scatter_fits(n);
+  if (!p.gpu_scatter) {
+    host::scatter_answers(p.routes.positions, sorted.values, sorted.found, p.routed, cols.values, cols.found);
+  }
   p.result_keys = p.j->ops.take_keys();
   // lower_bound's keys: into the result's key column, or the caller's array.
   key_type* found_keys = p.j->in_place ? p.j->keys_out : p.result_keys.data();

@@ -19,6 +19,7 @@ namespace tandem {
 index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
   cfg_.validate();
   open_gpu();
+  open_cache();
   // The GPU's calls below (the first upload) run on the caller's thread:
   // its own current device comes back when the constructor returns.
   std::optional<device::device_scope> caller_device;

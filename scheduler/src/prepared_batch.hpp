@@ -75,6 +75,8 @@ struct route_space {
   host::route_workspace fallback_work;  // of the GPU side re-routing a failed slice beside the CPU share
   std::vector<key_type> range_sample;     // route_gpu_ranges: sampled keys, then each range's first key
   std::vector<key_type> range_lows;
+  std::vector<leaf_id> miss_ids;  // route_from_copies: each missed leaf, and its gets
+  std::vector<std::uint32_t> miss_counts;
   scheduler::host_array<value_type> answers;     // leaf-phase answers in routed order
   scheduler::host_array<std::uint8_t> found;
   // Per batch position: the scan's entry of batch::scans() (scan ops only).
@@ -107,6 +109,8 @@ struct route_space {
     fallback_work = {};
     range_sample = {};
     range_lows = {};
+    miss_ids = {};
+    miss_counts = {};
   }
 };
 
@@ -136,6 +140,9 @@ struct prepared {
   /// first write (make_member_results): delivering them allocates nothing.
   std::vector<batch_result> member_results;
   routed_batch_view routes;
+  std::size_t routed = 0;  // ops in `routes`: n, or those no leaf copy answered
+  bool from_copies = false;  // its gets were looked up in the leaf copies first
+  std::size_t copy_hits = 0;  // gets answered from the leaf copies
   bool gets_only = false;
   bool direct = false;  // gets answered directly, not routed (config.direct_get_ops)
   stage_times times;
@@ -166,6 +173,9 @@ struct prepared {
     errors.clear();
     member_results.clear();
     routes = {};
+    routed = 0;
+    from_copies = false;
+    copy_hits = 0;
     gets_only = false;
     direct = false;
     times = {};

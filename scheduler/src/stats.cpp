@@ -78,6 +78,23 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.guide_bytes = guides_.capacity() * sizeof(leaf_guide);
   stats_.host_bytes = stats_.leaf_bytes + stats_.inner_bytes + layout_->radix_bytes() + stats_.guide_bytes;
   stats_.gpu_bytes = gpu_ ? gpu_->device_bytes() : 0;
+  if (cache_) {
+    const host::leaf_cache_counters c = cache_->counters();
+    stats_.cache = standin_ != nullptr ? "host" : "gpu";
+    stats_.cache_bytes = c.target_bytes;
+    stats_.cache_capacity_bytes = c.capacity_bytes;
+    stats_.cache_slots = c.slots;
+    stats_.cached_leaves = c.cached;
+    stats_.cache_lookups = copy_lookups_.load();
+    stats_.cache_hits = copy_hits_.load();
+    stats_.cache_last_lookups = last_copy_lookups_.load();
+    stats_.cache_last_hits = last_copy_hits_.load();
+    stats_.cache_copies = c.copies;
+    stats_.cache_synced_bytes = c.synced_bytes;
+    stats_.cache_last_synced_bytes = last_synced_bytes_.load();
+    stats_.cache_evictions = c.evictions;
+    stats_.cache_claims = c.claims;
+  }
   stats_.gpu_budget_bytes = cfg_.max_gpu_bytes;
   stats_.gpu_route_keys = route_keys_.load();
   stats_.guides_dropped = guides_dropped_.load();

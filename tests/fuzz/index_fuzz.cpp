@@ -158,15 +158,18 @@ struct variant {
   std::size_t direct_get_ops;
   unsigned spin_us;
   bool verify_each_batch;
+  std::size_t cache_slots;  // leaf cache (host stand-in) slots: 0 off, few (constant eviction), or room for all
 };
 
 constexpr variant variants[4] = {
-    {"fanout 16, defaults", 16, 1, 0.75, 64, std::size_t{1} << 16, std::size_t{1} << 16, 50, false},
-    {"fanout 32, full leaves, no small path, no group commit, no direct gets", 32, 1, 1.0, 0, 0, 0, 0, false},
-    {"fanout 64, 2 threads, half-full leaves, small <= 8, groups <= 40, direct <= 20", 64, 2, 0.5, 8, 40, 20, 50,
-     false},
-    {"fanout 16, quarter-full leaves, no small path, groups <= 3, verify each batch", 16, 1, 0.25, 0, 3,
-     std::size_t{1} << 16, 0, true},
+    {"fanout 16, defaults, no leaf cache", 16, 1, 0.75, 64, std::size_t{1} << 16, std::size_t{1} << 16, 50, false,
+     0},
+    {"fanout 32, full leaves, no small path, no group commit, no direct gets, leaf cache for all", 32, 1, 1.0, 0, 0,
+     0, 0, false, 4096},
+    {"fanout 64, 2 threads, half-full leaves, small <= 8, groups <= 40, direct <= 20, leaf cache of 3 leaves", 64, 2,
+     0.5, 8, 40, 20, 50, false, 3},
+    {"fanout 16, quarter-full leaves, no small path, groups <= 3, verify each batch, leaf cache of 2 leaves", 16, 1,
+     0.25, 0, 3, 64, 0, true, 2},
 };
 
 /// The model's map keeps its nodes in a pool: a load puts hundreds of keys
@@ -209,6 +212,7 @@ fuzzed_index& instance(int v) {
     cfg.direct_get_ops = w.direct_get_ops;
     cfg.dispatcher_spin_us = w.spin_us;
     cfg.verify_each_batch = w.verify_each_batch;
+    cfg.gpu_cache_bytes = w.cache_slots * 1024 * sizeof(entry);
     made[v] = std::make_unique<fuzzed_index>();
     made[v]->idx = std::make_unique<tandem::index>(cfg);
     made[v]->verifies_each_batch = w.verify_each_batch;

@@ -52,6 +52,9 @@ enum class log_sync : std::uint8_t {
           ///< it): a machine crash loses nothing acknowledged
 };
 
+/// config::gpu_cache_bytes chosen from the GPU's free memory.
+inline constexpr std::size_t gpu_cache_auto = ~std::size_t{0};
+
 struct config {
   /// Worker threads of the index's TBB arena (routing and leaf phase);
   /// 0 means one per hardware thread. Range: 0, or [1, 4096].
@@ -161,6 +164,24 @@ struct config {
   /// without reading the leaf's header first. Answers are the same either way.
   /// Range: any.
   bool gpu_leaf_hints = true;
+  /// Bytes of the leaf cache: copies of leaves (their entries in key
+  /// order, the buffered log merged in) kept in GPU memory, from which the
+  /// gets of a gets-only batch routed on the GPU are answered in the route
+  /// itself; only the gets whose leaf has no current copy go on to the
+  /// host's leaves. Host leaves stay the truth: a batch that writes a leaf
+  /// makes its copy unusable before any later batch is routed, and copies
+  /// are (re)made after gets-only batches from the host leaves, hottest
+  /// missed leaves first (DESIGN, "Leaf cache"; stats().cache_*). A copy
+  /// takes a slot of 16 KiB (a leaf's capacity). Everything is copied at
+  /// load when it fits. gpu_cache_auto (the default): half the GPU memory
+  /// free when the index is made, and none under max_gpu_bytes (there the
+  /// budget goes to routes and guides; give a number of bytes to have a
+  /// cache within it: it is counted against the budget). 0: no cache.
+  /// Without a GPU, a number of bytes keeps the copies in host memory (a
+  /// stand-in that answers the same way: it costs memory and time and is
+  /// there to test the cache's bookkeeping); gpu_cache_auto means none.
+  /// Range: any.
+  std::size_t gpu_cache_bytes = gpu_cache_auto;
   /// Most keys one GPU route call takes (0: no bound). A batch's GPU share
   /// beyond it goes, with gpu_order full_sort, in key ranges that end at
   /// leaf bounds and hold at most this many ops each, routed one after

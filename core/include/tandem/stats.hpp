@@ -199,6 +199,23 @@ struct stats {
   /// or stale; refreshes of the GPU's leaf guides (loads included).
   std::uint64_t hinted_ops = 0, stale_hints = 0, guide_refreshes = 0;
 
+  /// The leaf cache (config.gpu_cache_bytes; DESIGN, "Leaf cache").
+  /// Where the copies are: "gpu", "host" (the stand-in) or "off".
+  std::string cache = "off";
+  std::size_t cache_bytes = 0;           ///< memory the copies hold (in gpu_bytes when on the GPU)
+  std::size_t cache_capacity_bytes = 0;  ///< bytes of the slots: at most this much of leaves is copied
+  std::uint64_t cache_slots = 0;         ///< leaves the copies can hold at once
+  std::uint64_t cached_leaves = 0;       ///< leaves whose copy is current
+  /// Gets of gets-only batches looked up in the copies, and those answered
+  /// there (found or absent), in all and in the latest such batch.
+  std::uint64_t cache_lookups = 0, cache_hits = 0;
+  std::uint64_t cache_last_lookups = 0, cache_last_hits = 0;
+  std::uint64_t cache_copies = 0;        ///< leaf copies made (loads, admissions)
+  std::uint64_t cache_synced_bytes = 0;  ///< bytes of entries copied for them, in all
+  std::size_t cache_last_synced_bytes = 0;  ///< ... by the latest batch's sync
+  std::uint64_t cache_evictions = 0;     ///< slots taken from one leaf for a hotter one
+  std::uint64_t cache_claims = 0;        ///< current copies made unusable by writes
+
   /// Per batch: from submit until the dispatcher took it up (queue wait),
   /// and from then until its answer was handed over (execution).
   latency_histogram queue_wait, execution;

@@ -85,6 +85,7 @@
 /// unspecified. A failed upload leaves the current version in place.
 
 #include <tandem/core/inner_layout.hpp>
+#include <tandem/core/leaf_copy.hpp>
 #include <tandem/core/routed_batch.hpp>
 #include <tandem/core/types.hpp>
 
@@ -163,6 +164,8 @@ struct route_timing {
   std::size_t chunks = 0;      ///< chunks the batch went up in
   std::size_t bytes_up = 0;    ///< bytes moved host -> device by the call
   std::size_t bytes_down = 0;  ///< bytes moved device -> host by the call
+  std::size_t answered = 0;    ///< route_cached: gets answered from leaf copies
+  double lookup = 0;           ///< route_cached: descent + copy lookups of the whole batch (part of `kernel`)
 };
 
 /// Seconds per stage of the last scatter (as route_timing).
@@ -250,6 +253,41 @@ class gpu_router {
   std::size_t route_range(const key_type* keys, const value_type* args, const std::uint8_t* types, std::size_t n,
                           key_type lo, key_type hi, std::size_t limit, routed_batch_view& out,
                           route_timing* timing = nullptr);
+
+  /// @brief A route of gets that answers from the leaf copies (below)
+  ///        first: every key goes up and descends in batch order; a key
+  ///        whose leaf has a usable copy speaking for it is answered from
+  ///        the copy into values_out[i], found_out[i] (found 1 or 0); the
+  ///        rest (found_out[i] 0, values_out[i] unspecified) are routed into
+  ///        `out` as route() routes a batch (aggregation::full), positions
+  ///        being batch positions. One answer in eight counts as 8 hits of
+  ///        its leaf (take_copy_hits). Pinned outputs are written by copies
+  ///        that overlap the next chunk's. Waits.
+  /// @return the ops routed into `out` (n - timing->answered)
+  /// @throws std::logic_error when no layout was uploaded or the router's
+  ///         order is not aggregation::full
+  /// @throws std::invalid_argument when values_out or found_out is null for n > 0
+  /// @throws as route() otherwise
+  std::size_t route_cached(const key_type* keys, std::size_t n, value_type* values_out, std::uint8_t* found_out,
+                           routed_batch_view& out, route_timing* timing = nullptr);
+
+  /// @brief Leaf copies in device memory (core/leaf_copy.hpp): makes room
+  ///        for a pool of `entries` entries, keeping what it holds (it
+  ///        grows by a quarter more than asked; 0 frees pool and table).
+  ///        Waits for a route in flight.
+  void reserve_copies(std::size_t entries);
+  /// @brief Applies `c` to the copies: the staged entries go up in one
+  ///        copy, a kernel puts each move in place, then the table entries
+  ///        are written. Waits (for a route in flight too).
+  /// @throws std::invalid_argument when a move passes the pool reserved
+  /// @throws tandem::cuda_error when a CUDA call fails (the copies are then
+  ///         unspecified until a later apply that clears them succeeds)
+  void apply_copies(const copy_changes& c);
+  /// @brief Adds the hits counted per leaf since the last call to hits[id]
+  ///        and zeroes the counters. Waits.
+  void take_copy_hits(std::vector<std::uint32_t>& hits);
+  /// @return device bytes of the leaf copies (pool, table, hit counters, staging).
+  [[nodiscard]] std::size_t copy_bytes() const noexcept;
 
   /// @brief Bounds the route arrays to `route_keys` keys and the scatter's
   ///        outputs to `scatter_keys` answers (route_keys 0: no bound, the

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace tandem::device::detail {
@@ -83,6 +84,11 @@ class device_array {
     account_ = current_account();
     if (account_ != nullptr) account_->device_bytes += want * sizeof(T);
     return true;
+  }
+  void swap(device_array& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(capacity_, o.capacity_);
+    std::swap(account_, o.account_);
   }
   void release() noexcept {
     if (data_ != nullptr) (void)cudaFree(data_);

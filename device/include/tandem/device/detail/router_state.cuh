@@ -124,6 +124,9 @@ struct route_resources {
   device_array<std::uint32_t> kept;
   device_array<std::uint32_t> batch_positions;
   device_array<unsigned char> chunk_temp;
+  // route_cached: the batch's answers from the copies, and which ops missed
+  device_array<value_type> answers;
+  device_array<std::uint8_t> answer_found, missed;
   pinned_buffer<std::uint32_t> selected_host;  // G (route_range: ops kept), read by the host
   event_handle sorted;   // full: positions and sorted keys are complete
   event_handle grouped;  // everything but the download is complete
@@ -160,6 +163,24 @@ struct scatter_resources {
 };
 
 /// The ops route_range keeps: keys in [lo, hi], at most limit of them.
+/// The leaf copies (core/leaf_copy.hpp) and what applying changes takes.
+struct copy_resources {
+  device_array<entry> pool;
+  device_array<leaf_copy> table;
+  std::size_t table_size = 0;
+  device_array<std::uint32_t> hits;  // by leaf id, as table
+  device_array<entry> staged;
+  device_array<copy_move> moves;
+  device_array<leaf_id> ids;
+  device_array<leaf_copy> entries;
+};
+
+/// Where route_cached writes its answers.
+struct copy_answers {
+  value_type* values = nullptr;
+  std::uint8_t* found = nullptr;
+};
+
 struct key_range {
   key_type lo = 0;
   key_type hi = 0;
@@ -235,6 +256,7 @@ struct gpu_router::state {
   // of them hold guides, the rest of the capacity nothing.
   detail::device_array<leaf_guide> guides;
   std::size_t guide_count = 0;
+  detail::copy_resources copies;  // gpu_copies.cu; under route_mutex
 
   std::mutex scatter_mutex;
   detail::scatter_resources scatter;  // gpu_scatter.cu
@@ -263,10 +285,16 @@ struct gpu_router::state {
   /// more lie in it)
   std::size_t run_route(const detail::version_buffer& vb, const detail::layout_meta& m, const key_type* keys,
                         const value_type* args, const std::uint8_t* types, std::size_t n, routed_batch_view& out,
-                        route_timing* timing, const detail::key_range* range);
-  /// gpu_route.cu: route() and route_range() around run_route.
+                        route_timing* timing, const detail::key_range* range,
+                        const detail::copy_answers* answers = nullptr);
+  /// gpu_route.cu: route(), route_range() and route_cached() around run_route.
   std::size_t route_call(const key_type* keys, const value_type* args, const std::uint8_t* types, std::size_t n,
-                         routed_batch_view& out, route_timing* timing, const detail::key_range* range);
+                         routed_batch_view& out, route_timing* timing, const detail::key_range* range,
+                         const detail::copy_answers* answers = nullptr);
+  /// gpu_copies.cu: the ops route_cached's lookups missed (r.missed), in
+  /// batch order: their keys to the front of r.keys, their positions to
+  /// r.batch_positions. @return how many (waits for the count)
+  std::size_t select_missed(std::size_t n, cudaStream_t stream);
   /// Waits for everything a route enqueued, ignoring errors (after a failure).
   void drain_route() noexcept;
 

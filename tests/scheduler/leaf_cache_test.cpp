@@ -1,0 +1,331 @@
+// The leaf cache (config.gpu_cache_bytes; DESIGN, "Leaf cache") against a
+// std::map model: gets-only batches answered from the copies, interleaved
+// with writes that split and merge leaves, loads and compactions, with the
+// cache holding everything, a few leaves (constant eviction), or nothing.
+// Without a GPU the copies live in host memory (the stand-in); the *Gpu*
+// cases run the same on the GPU. Then the bookkeeping alone
+// (host::leaf_cache): claims, syncs and drains in the orders the pipeline
+// may run them.
+#include <tandem/host/leaf_cache.hpp>
+#include <tandem/tandem.hpp>
+
+#include "support/batches.hpp"
+#include "support/gpu.hpp"
+#include "support/keys.hpp"
+#include "support/model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+using namespace tandem;
+using test::key_pattern;
+
+/// Bytes of `slots` slots of the cache.
+constexpr std::size_t slot_bytes(std::size_t slots) { return slots * host::bpa::capacity * sizeof(entry); }
+
+enum class room { all, few, none };
+const char* name(room r) { return r == room::all ? "all" : r == room::few ? "few" : "none"; }
+
+/// Gets only, from `keys` (present and absent ones).
+batch gets(test::key_source& keys, std::size_t n) {
+  batch b;
+  for (std::size_t i = 0; i < n; ++i) b.get(keys());
+  return b;
+}
+
+struct outcome {
+  std::uint64_t hits = 0;
+  std::uint64_t evictions = 0;
+  std::string where;
+};
+
+outcome run(room r, key_pattern pattern, std::uint64_t seed, bool gpu) {
+  SCOPED_TRACE(::testing::Message() << "room " << name(r) << " pattern " << test::name(pattern) << " seed " << seed);
+  config cfg;
+  cfg.threads = 3;
+  cfg.direct_get_ops = 0;  // every gets-only batch is routed (and looks in the copies)
+  cfg.caller_runs = false;
+  cfg.gpu_cache_bytes = r == room::all ? slot_bytes(4096) : r == room::few ? slot_bytes(3) : 0;
+  if (gpu) {
+    cfg.device = device_kind::gpu;
+    cfg.min_gpu_batch = 0;
+    cfg.gpu_share = 1.0;
+  } else {
+    cfg.device = device_kind::cpu;
+  }
+  tandem::index idx(cfg);
+  test::index_model model;
+  test::key_source keys(pattern, 40'000, seed);
+  auto& rng = keys.rng();
+  model.load(idx, keys.pairs(20'000));
+  test::batch_mix writes;  // writes and range ops, fewer gets
+  writes.get = 5;
+  writes.put = 30;
+  writes.insert = 20;
+  writes.erase = 30;
+  for (std::size_t b = 0; b < 60; ++b) {
+    const std::string where = "batch " + std::to_string(b);
+    const std::size_t kind = rng() % 10;
+    batch bt;
+    if (kind < 6) {
+      bt = gets(keys, 1 + rng() % 20'000);
+    } else {
+      bt = test::random_batch(keys, 1 + rng() % 20'000, writes);
+    }
+    const batch_result res = idx.execute(bt);
+    if (model.check(bt, res, where) != 0) return {0, 0, where};
+    if (b % 20 == 7) idx.compact();
+    if (b % 25 == 11) {  // a load replaces the contents
+      model.data.clear();
+      model.load(idx, keys.pairs(1 + rng() % 5'000));
+    }
+    if (b % 10 == 0) {
+      EXPECT_NO_THROW(idx.verify()) << where;
+    }
+  }
+  // Gets alone for a while: copies are made again and answer (on the GPU,
+  // past the batches sent the usual way after ones that mostly missed).
+  for (std::size_t b = 0; b < 20; ++b) {
+    const batch bt = gets(keys, 5'000);
+    if (model.check(bt, idx.execute(bt), "gets alone " + std::to_string(b)) != 0) return {0, 0, "gets alone"};
+  }
+  // Edge keys: present, then gone, then back.
+  for (const key_type k : {min_key, max_key}) {
+    batch w;
+    w.put(k, 77);
+    model.check(w, idx.execute(w), "put edge");
+    const batch g = gets(keys, 5'000).get(k);
+    model.check(g, idx.execute(g), "get edge");
+    batch e;
+    e.erase(k);
+    model.check(e, idx.execute(e), "erase edge");
+    const batch g2 = batch(g);
+    model.check(g2, idx.execute(g2), "get erased edge");
+  }
+  EXPECT_NO_THROW(idx.verify());
+  const stats s = idx.stats();
+  EXPECT_EQ(s.cache, r == room::none ? "off" : gpu ? "gpu" : "host");
+  return {s.cache_hits, s.cache_evictions, {}};
+}
+
+class LeafCacheDifferential : public ::testing::TestWithParam<std::tuple<room, key_pattern>> {};
+
+/// On the GPU, a few slots may see no hit: a batch under 40% hits sends
+/// the next ones the usual way.
+void expect_cache_used(room r, key_pattern pattern, const outcome& o, bool gpu) {
+  if (r == room::none) {
+    EXPECT_EQ(o.hits, 0u);
+    return;
+  }
+  if (gpu && r == room::few) return;
+  EXPECT_GT(o.hits, 0u) << "no get was answered from the copies";
+  if (r == room::few && pattern != key_pattern::edges) {  // the edge keys fill one leaf
+    EXPECT_GT(o.evictions, 0u) << "three slots and no eviction";
+  }
+}
+
+TEST_P(LeafCacheDifferential, MatchesModel) {
+  const auto [r, pattern] = GetParam();
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    const outcome o = run(r, pattern, seed, false);
+    ASSERT_TRUE(o.where.empty()) << "first wrong answer in " << o.where;
+    expect_cache_used(r, pattern, o, false);
+  }
+}
+
+TEST_P(LeafCacheDifferential, GpuMatchesModel) {
+  TANDEM_REQUIRE_GPU();
+  const auto [r, pattern] = GetParam();
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    const outcome o = run(r, pattern, seed, true);
+    ASSERT_TRUE(o.where.empty()) << "first wrong answer in " << o.where;
+    expect_cache_used(r, pattern, o, true);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Rooms, LeafCacheDifferential,
+                         ::testing::Combine(::testing::Values(room::all, room::few, room::none),
+                                            ::testing::Values(key_pattern::uniform, key_pattern::clustered,
+                                                              key_pattern::edges)),
+                         [](const auto& p) {
+                           return std::string(name(std::get<0>(p.param))) + "_" + test::name(std::get<1>(p.param));
+                         });
+
+// Everything is copied at load when it fits, and a batch whose gets all
+// hit never reaches the host leaves (no leaf lines read).
+TEST(LeafCache, LoadCopiesEverythingThatFits) {
+  config cfg;
+  cfg.device = device_kind::cpu;
+  cfg.direct_get_ops = 0;
+  cfg.caller_runs = false;
+  cfg.gpu_cache_bytes = slot_bytes(1000);
+  tandem::index idx(cfg);
+  std::vector<entry> pairs;
+  for (key_type k = 0; k < 50'000; ++k) pairs.push_back({k * 7, k});
+  idx.load(pairs);
+  const stats before = idx.stats();
+  EXPECT_EQ(before.cached_leaves, before.leaves);
+  batch b;
+  for (key_type k = 0; k < 20'000; ++k) b.get(k * 5);
+  const batch_result r = idx.execute(b);
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const key_type k = b.keys()[i];
+    ASSERT_EQ(r.found(i), k % 7 == 0) << k;
+    if (k % 7 == 0) {
+      ASSERT_EQ(r.value(i), k / 7);
+    }
+  }
+  const stats s = idx.stats();
+  EXPECT_EQ(s.cache_last_lookups, b.size());
+  EXPECT_EQ(s.cache_last_hits, b.size());
+  EXPECT_EQ(s.leaf_line_ops, before.leaf_line_ops) << "an all-hit batch read host leaves";
+}
+
+// ---- the bookkeeping alone -------------------------------------------------
+
+/// A store of `leaves` leaves of keys 0, 10, 20, ...
+host::leaf_store store_of(std::size_t keys) {
+  std::vector<key_type> k(keys);
+  std::vector<value_type> v(keys);
+  for (std::size_t i = 0; i < keys; ++i) {
+    k[i] = i * 10;
+    v[i] = i;
+  }
+  return host::leaf_store::bulk_load(k.data(), v.data(), keys, 0.5);
+}
+
+leaf_id second_leaf(const host::leaf_store& s) { return s[s.head()].right; }
+
+TEST(LeafCacheBook, SyncCopiesMissedLeaves) {
+  host::leaf_store store = store_of(5'000);
+  host::leaf_cache cache(slot_bytes(8), host::bpa::capacity);
+  host::host_copies copies;
+  const leaf_id id = second_leaf(store);
+  const std::uint32_t misses = 5;
+  cache.note_misses(&id, &misses, 1);
+  EXPECT_GT(cache.sync(store, 1, std::size_t{1} << 30), 0u);
+  cache.drain(copies);
+  value_type v = 0;
+  const key_type k = store[id].low;
+  EXPECT_EQ(copies.get(id, k, &v), copy_answer::found);
+  EXPECT_EQ(v, k / 10);
+  EXPECT_EQ(copies.get(id, k + 1, &v), copy_answer::absent);
+  EXPECT_EQ(copies.get(store.head(), 0, &v), copy_answer::none) << "a leaf never copied";
+  EXPECT_EQ(copies.get(id, store[id].high + 1, &v), copy_answer::none) << "past the fences";
+}
+
+TEST(LeafCacheBook, ClaimMakesCopyUnusableAtNextDrain) {
+  host::leaf_store store = store_of(5'000);
+  host::leaf_cache cache(slot_bytes(8), host::bpa::capacity);
+  host::host_copies copies;
+  const leaf_id id = second_leaf(store);
+  const std::uint32_t misses = 1;
+  cache.note_misses(&id, &misses, 1);
+  cache.sync(store, 1, std::size_t{1} << 30);
+  cache.drain(copies);
+  cache.claim(&id, 1, 2);
+  EXPECT_TRUE(cache.pending());
+  cache.drain(copies);
+  value_type v = 0;
+  EXPECT_EQ(copies.get(id, store[id].low, &v), copy_answer::none);
+  EXPECT_EQ(cache.counters().claims, 1u);
+}
+
+TEST(LeafCacheBook, SyncOfAnEarlierBatchDoesNotRemakeALaterClaim) {
+  host::leaf_store store = store_of(5'000);
+  host::leaf_cache cache(slot_bytes(8), host::bpa::capacity);
+  host::host_copies copies;
+  const leaf_id id = second_leaf(store);
+  const std::uint32_t misses = 1;
+  // Batch 3 was routed (and claimed the leaf) before batch 2's sync ran.
+  cache.claim(&id, 1, 3);
+  cache.note_misses(&id, &misses, 1);
+  EXPECT_EQ(cache.sync(store, 2, std::size_t{1} << 30), 0u);
+  cache.drain(copies);
+  value_type v = 0;
+  EXPECT_EQ(copies.get(id, store[id].low, &v), copy_answer::none);
+}
+
+TEST(LeafCacheBook, ClaimBetweenSyncAndDrainWins) {
+  host::leaf_store store = store_of(5'000);
+  host::leaf_cache cache(slot_bytes(8), host::bpa::capacity);
+  host::host_copies copies;
+  const leaf_id id = second_leaf(store);
+  const std::uint32_t misses = 1;
+  cache.note_misses(&id, &misses, 1);
+  cache.sync(store, 1, std::size_t{1} << 30);
+  cache.claim(&id, 1, 2);  // the next batch, routed before the drain
+  cache.drain(copies);
+  value_type v = 0;
+  EXPECT_EQ(copies.get(id, store[id].low, &v), copy_answer::none);
+}
+
+TEST(LeafCacheBook, HotterLeavesTakeSlotsFromColderOnes) {
+  host::leaf_store store = store_of(20'000);
+  host::leaf_cache cache(slot_bytes(2), host::bpa::capacity);
+  host::host_copies copies;
+  std::vector<leaf_id> ids;
+  for (leaf_id id = store.head(); id != no_leaf; id = store[id].right) ids.push_back(id);
+  ASSERT_GE(ids.size(), 4u);
+  const std::uint32_t cold = 1, hot = 1000;
+  cache.note_misses(&ids[0], &cold, 1);
+  cache.note_misses(&ids[1], &cold, 1);
+  cache.sync(store, 1, std::size_t{1} << 30);
+  cache.drain(copies);
+  EXPECT_EQ(cache.counters().cached, 2u);
+  cache.note_misses(&ids[2], &hot, 1);
+  cache.sync(store, 2, std::size_t{1} << 30);
+  cache.drain(copies);
+  const host::leaf_cache_counters c = cache.counters();
+  EXPECT_EQ(c.cached, 2u);
+  EXPECT_EQ(c.evictions, 1u);
+  value_type v = 0;
+  EXPECT_NE(copies.get(ids[2], store[ids[2]].low, &v), copy_answer::none);
+  EXPECT_EQ(copies.get(ids[0], store[ids[0]].low, &v) == copy_answer::none ||
+                copies.get(ids[1], store[ids[1]].low, &v) == copy_answer::none,
+            true);
+}
+
+// A slot given to a hotter leaf before the first leaf's copy was sent:
+// the drain sends the second copy only (targets apply moves in any order).
+TEST(LeafCacheBook, SlotStagedTwiceBeforeADrainKeepsTheLastCopy) {
+  host::leaf_store store = store_of(20'000);
+  host::leaf_cache cache(slot_bytes(1), host::bpa::capacity);
+  host::host_copies copies;
+  const leaf_id a = store.head();
+  const leaf_id b = second_leaf(store);
+  const std::uint32_t cold = 10, hot = 1000;
+  cache.note_misses(&a, &cold, 1);
+  cache.sync(store, 1, std::size_t{1} << 30);
+  cache.note_misses(&b, &hot, 1);
+  cache.sync(store, 2, std::size_t{1} << 30);
+  cache.drain(copies);
+  EXPECT_EQ(cache.counters().evictions, 1u);
+  value_type v = 0;
+  for (key_type k = store[b].low; k <= store[b].low + 200; k += 10) {
+    ASSERT_EQ(copies.get(b, k, &v), copy_answer::found) << k;
+    ASSERT_EQ(v, k / 10);
+  }
+  EXPECT_EQ(copies.get(a, store[a].low, &v), copy_answer::none);
+}
+
+TEST(LeafCacheBook, ClearDropsEverything) {
+  host::leaf_store store = store_of(5'000);
+  host::leaf_cache cache(slot_bytes(100), host::bpa::capacity);
+  host::host_copies copies;
+  cache.fill(store, std::size_t{1} << 16, copies);
+  EXPECT_EQ(cache.counters().cached, store.live_leaves());
+  value_type v = 0;
+  EXPECT_EQ(copies.get(store.head(), 0, &v), copy_answer::found);
+  cache.clear();
+  cache.drain(copies);
+  EXPECT_EQ(copies.get(store.head(), 0, &v), copy_answer::none);
+  EXPECT_EQ(cache.counters().cached, 0u);
+}
+
+}  // namespace
