@@ -71,9 +71,9 @@ void gpu_router::reserve_copies(std::size_t entries) {
     return;
   }
   if (entries <= c.pool.capacity()) return;
-  // Grows keeping the copies (a quarter more, to grow seldom).
+  // Grows keeping the copies (the caller asks in steps).
   detail::device_array<entry> pool;
-  pool.reserve(entries, 25);
+  pool.reserve(entries);
   const cudaStream_t stream = s.route.lanes[0]->stream.get();
   if (c.pool.capacity() > 0) {
     TANDEM_CUDA_TRY(cudaMemcpyAsync(pool.data(), c.pool.data(), c.pool.capacity() * sizeof(entry),

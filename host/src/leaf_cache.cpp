@@ -344,7 +344,13 @@ void leaf_cache::drain_locked(copy_target& target) {
   c.ids = dirty_ids_.data();
   c.entries = entries.data();
   c.entry_count = entries.size();
-  target.reserve(next_free_ * slot_entries_);  // the slots handed out so far
+  // Room for the slots handed out so far, growing by a quarter at least,
+  // never past the slots.
+  const std::size_t need = next_free_ * slot_entries_;
+  if (need > reserved_entries_) {
+    target.reserve(std::min(pool_entries(), std::max(need, reserved_entries_ + reserved_entries_ / 4)));
+    reserved_entries_ = std::min(pool_entries(), std::max(need, reserved_entries_ + reserved_entries_ / 4));
+  }
   target.apply(c);  // on failure everything stays pending: the next drain sends it again
   counts_.target_bytes = target.bytes();
   if (next_free_ == slots_) {  // full: the gets the copies answered heat their slots

@@ -97,7 +97,11 @@ bool index::impl::fit_gpu_budget(std::size_t scatter) {
   // Both versions of the mirror (at most the layout's bytes each), with the
   // upload's headroom (an eighth).
   const std::size_t mirror = layout_->bytes();
-  const std::size_t fixed = 2 * (mirror + mirror / 8);
+  // The leaf cache's slots and table (config.gpu_cache_bytes) come first.
+  const std::size_t copies = cache_ && standin_ == nullptr
+                                 ? cache_->counters().capacity_bytes + store_.leaf_count() * 2 * sizeof(leaf_copy)
+                                 : 0;
+  const std::size_t fixed = 2 * (mirror + mirror / 8) + copies;
   const std::size_t leaves = store_.leaf_count();
   const std::size_t guides = (leaves + leaves / 4) * sizeof(leaf_guide);
   // The most keys a route may take beside `held` bytes and scatters of

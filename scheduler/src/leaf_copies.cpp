@@ -46,8 +46,10 @@ void index::impl::open_cache() {
   if (asked == 0) return;
   std::size_t bytes = asked;
   if (gpu_) {
-    if (asked == gpu_cache_auto) {
-      if (cfg_.max_gpu_bytes > 0) return;  // the budget goes to routes and guides
+    if (cfg_.max_gpu_bytes > 0) {
+      if (asked == gpu_cache_auto) return;  // the budget goes to routes and guides
+      bytes = std::min(asked, cfg_.max_gpu_bytes / 2);  // the rest to the layout and routes
+    } else if (asked == gpu_cache_auto) {
       const device::device_report r = device::query_devices();
       bytes = 0;
       for (const device::device_info& d : r.devices) {

@@ -176,7 +176,8 @@ struct config {
   /// load when it fits. gpu_cache_auto (the default): half the GPU memory
   /// free when the index is made, and none under max_gpu_bytes (there the
   /// budget goes to routes and guides; give a number of bytes to have a
-  /// cache within it: it is counted against the budget). 0: no cache.
+  /// cache within it: at most half the budget, counted against it first).
+  /// 0: no cache.
   /// Without a GPU, a number of bytes keeps the copies in host memory (a
   /// stand-in that answers the same way: it costs memory and time and is
   /// there to test the cache's bookkeeping); gpu_cache_auto means none.

@@ -272,8 +272,8 @@ class gpu_router {
                            routed_batch_view& out, route_timing* timing = nullptr);
 
   /// @brief Leaf copies in device memory (core/leaf_copy.hpp): makes room
-  ///        for a pool of `entries` entries, keeping what it holds (it
-  ///        grows by a quarter more than asked; 0 frees pool and table).
+  ///        for a pool of `entries` entries, keeping what it holds (0
+  ///        frees pool and table).
   ///        Waits for a route in flight.
   void reserve_copies(std::size_t entries);
   /// @brief Applies `c` to the copies: the staged entries go up in one
