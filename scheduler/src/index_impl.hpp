@@ -200,7 +200,7 @@ class index::impl {
   // leaf_copies.cpp, the leaf cache (each function says what it does there):
   bool route_from_copies(prepared& p, double share);  // false: the copies were not used
   void note_heat(prepared& p);
-  void note_route_heat(prepared& p);
+  void fail_copies(const char* what);
   void claim_writes(const prepared& p);
   void sync_copies(prepared& p);
   void refill_copies();
@@ -389,10 +389,10 @@ class index::impl {
   std::unique_ptr<host::copy_target> copies_;  // the copies: on the GPU, or in host memory without one
   host::host_copies* standin_ = nullptr;  // copies_, when in host memory
   std::mutex standin_turn_;  // stand-in lookups and drains take turns
-  std::atomic<std::uint64_t> copy_lookups_{0}, copy_hits_{0}, last_copy_lookups_{0}, last_copy_hits_{0};
-  std::atomic<std::uint64_t> last_synced_bytes_{0};
+  std::atomic<std::uint64_t> copy_lookups_{0}, copy_hits_{0}, last_copy_lookups_{0}, last_copy_hits_{0},
+      last_synced_bytes_{0};
   std::atomic<int> copies_skip_{0};  // gets-only batches left to route the usual way
-  static constexpr int copies_skip_batches = 15;
+  std::atomic<bool> copies_failed_{false};  // a GPU drain failed: the copies are not read again
   scheduler::share_policy policy_;  // routes (look-ahead) and leaf phases (dispatcher) feed it
   mutable std::mutex policy_mutex_;
   std::atomic<int> consecutive_failures_{0};

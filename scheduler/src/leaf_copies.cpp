@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <new>
+#include <string>
 #include <vector>
 
 namespace tandem {
@@ -31,6 +32,8 @@ class gpu_copy_target final : public host::copy_target {
   device::gpu_router& g_;
 };
 
+/// Gets-only batches that take the usual route after one under 40% hits.
+constexpr int skip_batches = 15;
 /// Most bytes of entries one sync stages (and the next route sends up).
 constexpr std::size_t sync_budget_bytes = std::size_t{256} << 20;
 /// ... and what a load's fill stages before sending them up.
@@ -76,7 +79,7 @@ void index::impl::open_cache() {
 // positions. Returns false, having done nothing the usual route redoes,
 // when the copies are not used.
 bool index::impl::route_from_copies(prepared& p, double share) {
-  if (!cache_ || !p.gets_only) return false;
+  if (!cache_ || !p.gets_only || copies_failed_.load()) return false;
   // A batch whose gets mostly miss runs faster by the usual route (its
   // answers go back in batch order on the GPU beside the next batch, where
   // here the host puts the misses' answers in place): after one under 40%
@@ -103,8 +106,8 @@ bool index::impl::route_from_copies(prepared& p, double share) {
     if (!on_gpu) return false;
     try {
       cache_->drain(*copies_);  // the claims so far, before any lookup
-    } catch (const std::exception&) {
-      note_gpu_failure();  // unspecified copies: none is read until a drain succeeds
+    } catch (const std::exception& e) {
+      fail_copies(e.what());
       return false;
     }
     if (cfg_.gpu_leaf_hints && !guides_dropped_.load() && n < host::dense_gets * on_gpu->leaf_count()) {
@@ -169,7 +172,7 @@ bool index::impl::route_from_copies(prepared& p, double share) {
   last_copy_hits_.store(p.copy_hits);
   p.bytes.route = n * (sizeof(key_type) + sizeof(value_type) + 1) +
                   p.routed * (sizeof(std::uint32_t) + sizeof(key_type));
-  if (gpu_ && p.copy_hits * 5 < n * 2) copies_skip_.store(copies_skip_batches);
+  if (gpu_ && p.copy_hits * 5 < n * 2) copies_skip_.store(skip_batches);
   note_heat(p);
   return true;
 }
@@ -177,32 +180,37 @@ bool index::impl::route_from_copies(prepared& p, double share) {
 // The gets of a routed gets-only batch that no copy answered heat their
 // leaves (leaf_cache::note_misses).
 void index::impl::note_heat(prepared& p) {
-  if (!cache_ || !p.gets_only || p.routed == 0) return;
-  try {
-    note_route_heat(p);
-  } catch (const std::bad_alloc&) {  // heat is a hint: the batch goes on
-  }
-}
-
-void index::impl::note_route_heat(prepared& p) {
+  if (!cache_ || copies_failed_.load() || !p.gets_only || p.routed == 0) return;
   const routed_batch_view& r = p.routes;
   route_space& sp = *p.space;
   std::vector<leaf_id>& ids = sp.miss_ids;
   std::vector<std::uint32_t>& counts = sp.miss_counts;
-  ids.resize(r.groups);
-  counts.resize(r.groups);
-  const leaf_id* by_ordinal = p.version->leaf_ids().data();
-  for (std::size_t g = 0; g < r.groups; ++g) {
-    ids[g] = by_ordinal[r.group_ordinal[g]];
-    counts[g] = r.group_begin[g + 1] - r.group_begin[g];
+  try {
+    ids.resize(r.groups);
+    counts.resize(r.groups);
+    const leaf_id* by_ordinal = p.version->leaf_ids().data();
+    for (std::size_t g = 0; g < r.groups; ++g) {
+      ids[g] = by_ordinal[r.group_ordinal[g]];
+      counts[g] = r.group_begin[g + 1] - r.group_begin[g];
+    }
+    cache_->note_misses(ids.data(), counts.data(), r.groups);
+  } catch (const std::bad_alloc&) {  // heat is a hint: the batch goes on
   }
-  cache_->note_misses(ids.data(), counts.data(), r.groups);
+}
+
+// A drain to the GPU failed (its memory, say): the copies there are
+// unspecified, so none is read again; batches take the usual route and
+// stats().cache says why. GPU routing itself goes on.
+void index::impl::fail_copies(const char* what) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);  // stats().cache keeps the reason from now on
+  stats_.cache = std::string("off (the GPU copies failed: ") + what + ")";
+  copies_failed_.store(true);
 }
 
 // Claims the leaves a routed batch's writes go to (leaf_cache::claim):
 // called before the next batch is routed.
 void index::impl::claim_writes(const prepared& p) {
-  if (!cache_ || p.gets_only || p.routed == 0 || p.routes.types == nullptr) return;
+  if (!cache_ || copies_failed_.load() || p.gets_only || p.routed == 0 || p.routes.types == nullptr) return;
   const routed_batch_view& r = p.routes;
   const leaf_id* by_ordinal = p.version->leaf_ids().data();
   std::vector<leaf_id>& ids = p.space->miss_ids;  // free until the batch's own heat, which has no writes
@@ -223,7 +231,7 @@ void index::impl::claim_writes(const prepared& p) {
 void index::impl::sync_copies(prepared& p) {
   // After every routed gets-only batch: those that did not look in the
   // copies stage theirs for the next one that does.
-  if (!cache_ || !p.gets_only) return;
+  if (!cache_ || copies_failed_.load() || !p.gets_only) return;
   try {
     last_synced_bytes_.store(cache_->sync(store_, p.sequence, sync_budget_bytes));
   } catch (const std::bad_alloc&) {  // the batch happened; copies come with a later one
@@ -233,7 +241,7 @@ void index::impl::sync_copies(prepared& p) {
 // Every copy goes (a load, a compaction); with slots for every leaf, every
 // leaf is copied again.
 void index::impl::refill_copies() {
-  if (!cache_) return;
+  if (!cache_ || copies_failed_.load()) return;
   cache_->clear();
   const std::size_t live = store_.live_leaves();
   try {
@@ -248,8 +256,8 @@ void index::impl::refill_copies() {
       cache_->drain(*copies_);
     }
   } catch (const std::bad_alloc&) {  // the copies come back as gets miss
-  } catch (const std::exception&) {
-    if (gpu_) note_gpu_failure();
+  } catch (const std::exception& e) {
+    if (gpu_) fail_copies(e.what());
   }
 }
 

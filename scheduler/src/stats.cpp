@@ -80,7 +80,7 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.gpu_bytes = gpu_ ? gpu_->device_bytes() : 0;
   if (cache_) {
     const host::leaf_cache_counters c = cache_->counters();
-    stats_.cache = standin_ != nullptr ? "host" : "gpu";
+    if (!copies_failed_.load()) stats_.cache = standin_ != nullptr ? "host" : "gpu";
     stats_.cache_bytes = c.target_bytes;
     stats_.cache_capacity_bytes = c.capacity_bytes;
     stats_.cache_slots = c.slots;
