@@ -181,6 +181,7 @@ bool index::impl::route_from_copies(prepared& p, double share) {
 // leaves (leaf_cache::note_misses).
 void index::impl::note_heat(prepared& p) {
   if (!cache_ || copies_failed_.load() || !p.gets_only || p.routed == 0) return;
+  if (gpu_ && p.n < cfg_.min_gpu_batch) return;  // a batch that never reads the GPU's copies
   const routed_batch_view& r = p.routes;
   route_space& sp = *p.space;
   std::vector<leaf_id>& ids = sp.miss_ids;
@@ -232,6 +233,7 @@ void index::impl::sync_copies(prepared& p) {
   // After every routed gets-only batch: those that did not look in the
   // copies stage theirs for the next one that does.
   if (!cache_ || copies_failed_.load() || !p.gets_only) return;
+  if (gpu_ && p.n < cfg_.min_gpu_batch) return;  // small batches keep their latency
   try {
     last_synced_bytes_.store(cache_->sync(store_, p.sequence, sync_budget_bytes));
   } catch (const std::bad_alloc&) {  // the batch happened; copies come with a later one
