@@ -80,15 +80,6 @@ void index::impl::open_cache() {
 // when the copies are not used.
 bool index::impl::route_from_copies(prepared& p, double share) {
   if (!cache_ || !p.gets_only || copies_failed_.load()) return false;
-  // A batch whose gets mostly miss runs faster by the usual route (its
-  // answers go back in batch order on the GPU beside the next batch, where
-  // here the host puts the misses' answers in place): after one under 40%
-  // hits the next few take it (their gets still heat their leaves).
-  // The host stand-in, there for tests, always looks.
-  if (gpu_ && copies_skip_.load() > 0) {
-    copies_skip_.fetch_sub(1);
-    return false;
-  }
   const batch& b = p.j->ops;
   const std::size_t n = b.size();
   route_space& sp = *p.space;
@@ -99,6 +90,15 @@ bool index::impl::route_from_copies(prepared& p, double share) {
   if (gpu_) {
     // As the GPU route would take the batch: whole, on the GPU.
     if (degraded_.load() || n < cfg_.min_gpu_batch || share <= 0) return false;
+    // A batch whose gets mostly miss runs faster by the usual route (its
+    // answers go back in batch order on the GPU beside the next batch,
+    // where here the host puts the misses' answers in place): after one
+    // under 40% hits the next few take it (their gets still heat their
+    // leaves). The host stand-in, there for tests, always looks.
+    if (copies_skip_.load() > 0) {
+      copies_skip_.fetch_sub(1);
+      return false;
+    }
     std::unique_lock<std::mutex> turn(gpu_turn_);
     const std::size_t bound = route_keys_.load();
     if (over_budget_.load() || (bound > 0 && n > bound)) return false;
