@@ -392,7 +392,7 @@ class index::impl {
   std::atomic<std::uint64_t> copy_lookups_{0}, copy_hits_{0}, last_copy_lookups_{0}, last_copy_hits_{0},
       last_synced_bytes_{0};
   std::atomic<int> copies_skip_{0};  // gets-only batches left to route the usual way
-  std::atomic<bool> copies_failed_{false};  // a GPU drain failed: the copies are not read again
+  std::atomic<int> copies_off_{0};  // 1: a GPU drain failed (for good); 2: auto, and the leaves do not fit
   scheduler::share_policy policy_;  // routes (look-ahead) and leaf phases (dispatcher) feed it
   mutable std::mutex policy_mutex_;
   std::atomic<int> consecutive_failures_{0};

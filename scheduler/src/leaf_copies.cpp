@@ -79,7 +79,7 @@ void index::impl::open_cache() {
 // positions. Returns false, having done nothing the usual route redoes,
 // when the copies are not used.
 bool index::impl::route_from_copies(prepared& p, double share) {
-  if (!cache_ || !p.gets_only || copies_failed_.load()) return false;
+  if (!cache_ || !p.gets_only || copies_off_.load() != 0) return false;
   const batch& b = p.j->ops;
   const std::size_t n = b.size();
   route_space& sp = *p.space;
@@ -180,7 +180,7 @@ bool index::impl::route_from_copies(prepared& p, double share) {
 // The gets of a routed gets-only batch that no copy answered heat their
 // leaves (leaf_cache::note_misses).
 void index::impl::note_heat(prepared& p) {
-  if (!cache_ || copies_failed_.load() || !p.gets_only || p.routed == 0) return;
+  if (!cache_ || copies_off_.load() != 0 || !p.gets_only || p.routed == 0) return;
   if (gpu_ && p.n < cfg_.min_gpu_batch) return;  // a batch that never reads the GPU's copies
   const routed_batch_view& r = p.routes;
   route_space& sp = *p.space;
@@ -205,13 +205,13 @@ void index::impl::note_heat(prepared& p) {
 void index::impl::fail_copies(const char* what) {
   std::lock_guard<std::mutex> lock(stats_mutex_);  // stats().cache keeps the reason from now on
   stats_.cache = std::string("off (the GPU copies failed: ") + what + ")";
-  copies_failed_.store(true);
+  copies_off_.store(1);
 }
 
 // Claims the leaves a routed batch's writes go to (leaf_cache::claim):
 // called before the next batch is routed.
 void index::impl::claim_writes(const prepared& p) {
-  if (!cache_ || copies_failed_.load() || p.gets_only || p.routed == 0 || p.routes.types == nullptr) return;
+  if (!cache_ || copies_off_.load() != 0 || p.gets_only || p.routed == 0 || p.routes.types == nullptr) return;
   const routed_batch_view& r = p.routes;
   const leaf_id* by_ordinal = p.version->leaf_ids().data();
   std::vector<leaf_id>& ids = p.space->miss_ids;  // free until the batch's own heat, which has no writes
@@ -232,7 +232,7 @@ void index::impl::claim_writes(const prepared& p) {
 void index::impl::sync_copies(prepared& p) {
   // After every routed gets-only batch: those that did not look in the
   // copies stage theirs for the next one that does.
-  if (!cache_ || copies_failed_.load() || !p.gets_only) return;
+  if (!cache_ || copies_off_.load() != 0 || !p.gets_only) return;
   if (gpu_ && p.n < cfg_.min_gpu_batch) return;  // small batches keep their latency
   try {
     last_synced_bytes_.store(cache_->sync(store_, p.sequence, sync_budget_bytes));
@@ -243,9 +243,17 @@ void index::impl::sync_copies(prepared& p) {
 // Every copy goes (a load, a compaction); with slots for every leaf, every
 // leaf is copied again.
 void index::impl::refill_copies() {
-  if (!cache_ || copies_failed_.load()) return;
+  if (!cache_ || copies_off_.load() == 1) return;
   cache_->clear();
   const std::size_t live = store_.live_leaves();
+  // By default (gpu_cache_auto) the copies serve an index whose leaves all
+  // fit: with a part of them cached, batches ran slower than with none
+  // (docs/performance.md, "The leaf cache"). A later load or compaction
+  // looks again.
+  if (gpu_ && cfg_.gpu_cache_bytes == gpu_cache_auto) {
+    copies_off_.store(live <= cache_->slots() ? 0 : 2);
+    if (live > cache_->slots()) return;
+  }
   try {
     if (gpu_) {
       if (degraded_.load()) return;

@@ -80,7 +80,8 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.gpu_bytes = gpu_ ? gpu_->device_bytes() : 0;
   if (cache_) {
     const host::leaf_cache_counters c = cache_->counters();
-    if (!copies_failed_.load()) stats_.cache = standin_ != nullptr ? "host" : "gpu";
+    const int off = copies_off_.load();
+    if (off != 1) stats_.cache = standin_ != nullptr ? "host" : off == 2 ? "off (auto: the leaves do not fit)" : "gpu";
     stats_.cache_bytes = c.target_bytes;
     stats_.cache_capacity_bytes = c.capacity_bytes;
     stats_.cache_slots = c.slots;

@@ -174,7 +174,9 @@ struct config {
   /// missed leaves first (DESIGN, "Leaf cache"; stats().cache_*). A copy
   /// takes a slot of 16 KiB (a leaf's capacity). Everything is copied at
   /// load when it fits. gpu_cache_auto (the default): half the GPU memory
-  /// free when the index is made, and none under max_gpu_bytes (there the
+  /// free when the index is made, used while every leaf fits in it (checked
+  /// at each load and compaction: with a part of the leaves cached,
+  /// batches ran slower than with none), and none under max_gpu_bytes (there the
   /// budget goes to routes and guides; give a number of bytes to have a
   /// cache within it: at most half the budget, counted against it first).
   /// 0: no cache.

@@ -200,9 +200,11 @@ struct stats {
   std::uint64_t hinted_ops = 0, stale_hints = 0, guide_refreshes = 0;
 
   /// The leaf cache (config.gpu_cache_bytes; DESIGN, "Leaf cache").
-  /// Where the copies are: "gpu", "host" (the stand-in), "off", or "off
-  /// (the GPU copies failed: ...)" after a failed copy to the GPU (GPU
-  /// routing goes on without them).
+  /// Where the copies are: "gpu", "host" (the stand-in), "off", "off
+  /// (auto: the leaves do not fit)" (gpu_cache_auto with more leaves than
+  /// slots at the latest load or compaction), or "off (the GPU copies
+  /// failed: ...)" after a failed copy to the GPU (GPU routing goes on
+  /// without them).
   std::string cache = "off";
   std::size_t cache_bytes = 0;           ///< memory the copies hold (in gpu_bytes when on the GPU)
   std::size_t cache_capacity_bytes = 0;  ///< bytes of the slots: at most this much of leaves is copied
