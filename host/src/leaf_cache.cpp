@@ -126,7 +126,6 @@ void leaf_cache::clear() {
   std::fill(wanted_flag_.begin(), wanted_flag_.end(), 0);
   std::fill(owner_.begin(), owner_.end(), no_leaf);
   std::fill(slot_heat_.begin(), slot_heat_.end(), 0);
-  free_slots_.clear();
   next_free_ = 0;
   hand_ = 0;
   wanted_.clear();
@@ -177,11 +176,6 @@ std::size_t leaf_cache::stage(const leaf_store& store, leaf_id id, std::uint32_t
 }
 
 std::uint32_t leaf_cache::take_slot(std::uint32_t heat, std::size_t& evictions_left) {
-  if (!free_slots_.empty()) {
-    const std::uint32_t s = free_slots_.back();
-    free_slots_.pop_back();
-    return s;
-  }
   if (next_free_ < slots_) return static_cast<std::uint32_t>(next_free_++);
   if (evictions_left == 0) return no_slot;
   // CLOCK: one turn at most; each slot passed cools by half. A slot goes
@@ -225,6 +219,14 @@ std::size_t leaf_cache::sync(const leaf_store& store, std::uint64_t sequence, st
   std::size_t staged = 0;
   std::size_t evictions_left = std::max<std::size_t>(1, slots_ / evictions_per_sync_divisor);
   std::size_t kept = 0;
+  auto wait_cooler = [&](leaf_id id) {  // it stays wanted at half its heat, while it has some
+    heat_[id] /= 2;
+    if (heat_[id] == 0) {
+      wanted_flag_[id] = 0;
+    } else {
+      wanted_[kept++] = id;
+    }
+  };
   for (std::size_t i = 0; i < wanted_.size(); ++i) {
     const leaf_id id = wanted_[i];
     const bool live = id < store.leaf_count() && store[id].low <= store[id].high;
@@ -233,25 +235,15 @@ std::size_t leaf_cache::sync(const leaf_store& store, std::uint64_t sequence, st
       heat_[id] = 0;
       continue;
     }
-    if (staged >= budget_bytes) {  // next time, cooler
-      heat_[id] /= 2;
-      if (heat_[id] == 0) {
-        wanted_flag_[id] = 0;
-      } else {
-        wanted_[kept++] = id;
-      }
+    if (staged >= budget_bytes) {
+      wait_cooler(id);
       continue;
     }
     std::uint32_t slot = slot_of_[id];
     if (slot == no_slot) {
       slot = take_slot(heat_[id], evictions_left);
-      if (slot == no_slot) {  // every slot hotter: it waits, cooler
-        heat_[id] /= 2;
-        if (heat_[id] == 0) {
-          wanted_flag_[id] = 0;
-        } else {
-          wanted_[kept++] = id;
-        }
+      if (slot == no_slot) {  // every slot hotter, or evictions spent
+        wait_cooler(id);
         continue;
       }
       slot_of_[id] = slot;

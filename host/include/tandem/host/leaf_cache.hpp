@@ -158,7 +158,6 @@ class leaf_cache {
   std::size_t slots_;
   std::size_t next_free_ = 0;  // slots below it were handed out once
   std::size_t reserved_entries_ = 0;  // pool entries the target was asked to hold
-  std::vector<std::uint32_t> free_slots_;
   std::vector<leaf_id> owner_;        // by slot (no_leaf: free)
   std::vector<std::uint32_t> slot_heat_;
   std::size_t hand_ = 0;
