@@ -127,6 +127,22 @@ int parse_command_line(int argc, char** argv, options& opt) {
         },
         "");
   };
+  // Bytes (a count) or P% with P in (0, max_percent], or one of `words`.
+  auto bytes_or_percent = [](double max_percent, std::vector<std::string> words, std::string what) {
+    return CLI::Validator(
+        [=](std::string& v) -> std::string {
+          if (std::find(words.begin(), words.end(), v) != words.end()) return "";
+          if (!v.empty() && v.back() == '%') {
+            char* end = nullptr;
+            const double p = std::strtod(v.c_str(), &end);
+            return end == v.c_str() + v.size() - 1 && p > 0 && p <= max_percent
+                       ? ""
+                       : "must be P% with P in (0, " + std::to_string(static_cast<int>(max_percent)) + "]";
+          }
+          return parse_count(v) ? "" : "must be " + what;
+        },
+        "");
+  };
   app.add_option("--keys", opt.keys,
                  "Keys loaded before the run: N distinct uniformly random uint64 keys (--seed), 0 and UINT64_MAX "
                  "always among them. Accepts 16777216, 2^24, 1e6")
@@ -227,30 +243,14 @@ int parse_command_line(int argc, char** argv, options& opt) {
                  "bytes (2^32), P% of the loaded pairs' bytes (16 a pair), all (room for every leaf), off, or auto "
                  "(half the free GPU memory; none under --gpu-budget). Without a GPU, bytes keep the copies in host "
                  "memory (a stand-in for tests)")
-      ->check([](const std::string& v) -> std::string {
-        if (v == "auto" || v == "off" || v == "all") return "";
-        if (!v.empty() && v.back() == '%') {
-          char* end = nullptr;
-          const double p = std::strtod(v.c_str(), &end);
-          return end == v.c_str() + v.size() - 1 && p > 0 && p <= 1000 ? "" : "must be P% with P in (0, 1000]";
-        }
-        return parse_count(v) ? "" : "must be auto, off, all, a byte count (e.g. 2^32) or P%";
-      })
+      ->check(bytes_or_percent(1000, {"auto", "off", "all"}, "auto, off, all, a byte count (e.g. 2^32) or P%"))
       ->type_name("BYTES|P%|all|off|auto")
       ->capture_default_str();
   app.add_option("--gpu-budget", opt.gpu_budget,
                  "tandem::config.max_gpu_bytes: most GPU memory the index holds, in bytes (2^28, 300000000) or "
                  "as a percentage of the loaded pairs' bytes (16 a pair: 1% of 2^31 pairs is 344 MB); the leaf "
                  "guides are dropped and routes go in key ranges to stay within it. 0: no bound")
-      ->check([](const std::string& v) -> std::string {
-        const bool pct = !v.empty() && v.back() == '%';
-        if (pct) {
-          char* end = nullptr;
-          const double p = std::strtod(v.c_str(), &end);
-          return end == v.c_str() + v.size() - 1 && p > 0 && p <= 100 ? "" : "must be P% with P in (0, 100]";
-        }
-        return parse_count(v) ? "" : "must be a byte count (e.g. 2^28) or P%";
-      })
+      ->check(bytes_or_percent(100, {}, "a byte count (e.g. 2^28) or P%"))
       ->type_name("BYTES|P%")
       ->capture_default_str();
   app.add_option("--small-batch", opt.small_batch,

@@ -52,12 +52,14 @@ run_setup resolve_setup(const options& opt) {
   cfg.gpu_leaf_hints = opt.leaf_hints == "on";
   cfg.caller_runs = opt.caller_runs == "on";
   cfg.max_gpu_route_keys = static_cast<std::size_t>(*parse_count(opt.gpu_route_keys));
-  if (!opt.gpu_budget.empty() && opt.gpu_budget.back() == '%') {
-    cfg.max_gpu_bytes = static_cast<std::size_t>(std::strtod(opt.gpu_budget.c_str(), nullptr) / 100.0 *
-                                                 static_cast<double>(spec.keys) * 16.0);
-  } else {
-    cfg.max_gpu_bytes = static_cast<std::size_t>(*parse_count(opt.gpu_budget));
-  }
+  // Bytes, or P% of the loaded pairs' bytes (16 a pair).
+  auto bytes_of = [&](const std::string& v) {
+    return !v.empty() && v.back() == '%'
+               ? static_cast<std::size_t>(std::strtod(v.c_str(), nullptr) / 100.0 * static_cast<double>(spec.keys) *
+                                          16.0)
+               : static_cast<std::size_t>(*parse_count(v));
+  };
+  cfg.max_gpu_bytes = bytes_of(opt.gpu_budget);
   if (opt.gpu_cache == "off") {
     cfg.gpu_cache_bytes = 0;
   } else if (opt.gpu_cache == "all") {
@@ -65,11 +67,8 @@ run_setup resolve_setup(const options& opt) {
     // room for small indexes.
     const double leaves = static_cast<double>(spec.keys) / (1024.0 * opt.leaf_fill);
     cfg.gpu_cache_bytes = (static_cast<std::size_t>(leaves * 1.25) + 1024) * 1024 * 16;
-  } else if (!opt.gpu_cache.empty() && opt.gpu_cache.back() == '%') {
-    cfg.gpu_cache_bytes = static_cast<std::size_t>(std::strtod(opt.gpu_cache.c_str(), nullptr) / 100.0 *
-                                                   static_cast<double>(spec.keys) * 16.0);
   } else if (opt.gpu_cache != "auto") {
-    cfg.gpu_cache_bytes = static_cast<std::size_t>(*parse_count(opt.gpu_cache));
+    cfg.gpu_cache_bytes = bytes_of(opt.gpu_cache);
   }
   if (opt.small_batch != "auto") cfg.small_batch_ops = static_cast<std::size_t>(*parse_count(opt.small_batch));
   if (opt.direct_gets != "auto") cfg.direct_get_ops = static_cast<std::size_t>(*parse_count(opt.direct_gets));

@@ -188,7 +188,7 @@ TEST(LeafCache, LoadCopiesEverythingThatFits) {
 
 // ---- the bookkeeping alone -------------------------------------------------
 
-/// A store of `leaves` leaves of keys 0, 10, 20, ...
+/// A store of `keys` keys 0, 10, 20, ... (values key / 10), leaves half full.
 host::leaf_store store_of(std::size_t keys) {
   std::vector<key_type> k(keys);
   std::vector<value_type> v(keys);
@@ -201,131 +201,123 @@ host::leaf_store store_of(std::size_t keys) {
 
 leaf_id second_leaf(const host::leaf_store& s) { return s[s.head()].right; }
 
-TEST(LeafCacheBook, SyncCopiesMissedLeaves) {
-  host::leaf_store store = store_of(5'000);
-  host::leaf_cache cache(slot_bytes(8), host::bpa::capacity);
+/// A store of `keys` keys (store_of), a cache of `slots` slots over it and
+/// the host copies it drains into.
+struct book {
+  host::leaf_store store;
+  host::leaf_cache cache;
   host::host_copies copies;
-  const leaf_id id = second_leaf(store);
-  const std::uint32_t misses = 5;
-  cache.note_misses(&id, &misses, 1);
-  EXPECT_GT(cache.sync(store, 1, std::size_t{1} << 30), 0u);
-  cache.drain(copies);
+  book(std::size_t keys, std::size_t slots) : store(store_of(keys)), cache(slot_bytes(slots), host::bpa::capacity) {}
+  /// `count` gets of leaf `id` missed.
+  void miss(leaf_id id, std::uint32_t count) { cache.note_misses(&id, &count, 1); }
+  /// The sync after batch `sequence`, without a byte bound to speak of.
+  std::size_t sync(std::uint64_t sequence) { return cache.sync(store, sequence, std::size_t{1} << 30); }
+  /// The copies' answer for leaf `id`'s lowest key.
+  copy_answer at_low(leaf_id id) {
+    value_type v = 0;
+    return copies.get(id, store[id].low, &v);
+  }
+};
+
+TEST(LeafCacheBook, SyncCopiesMissedLeaves) {
+  book t(5'000, 8);
+  const leaf_id id = second_leaf(t.store);
+  t.miss(id, 5);
+  EXPECT_GT(t.sync(1), 0u);
+  t.cache.drain(t.copies);
   value_type v = 0;
-  const key_type k = store[id].low;
-  EXPECT_EQ(copies.get(id, k, &v), copy_answer::found);
+  const key_type k = t.store[id].low;
+  EXPECT_EQ(t.copies.get(id, k, &v), copy_answer::found);
   EXPECT_EQ(v, k / 10);
-  EXPECT_EQ(copies.get(id, k + 1, &v), copy_answer::absent);
-  EXPECT_EQ(copies.get(store.head(), 0, &v), copy_answer::none) << "a leaf never copied";
-  EXPECT_EQ(copies.get(id, store[id].high + 1, &v), copy_answer::none) << "past the fences";
+  EXPECT_EQ(t.copies.get(id, k + 1, &v), copy_answer::absent);
+  EXPECT_EQ(t.copies.get(t.store.head(), 0, &v), copy_answer::none) << "a leaf never copied";
+  EXPECT_EQ(t.copies.get(id, t.store[id].high + 1, &v), copy_answer::none) << "past the fences";
 }
 
 TEST(LeafCacheBook, ClaimMakesCopyUnusableAtNextDrain) {
-  host::leaf_store store = store_of(5'000);
-  host::leaf_cache cache(slot_bytes(8), host::bpa::capacity);
-  host::host_copies copies;
-  const leaf_id id = second_leaf(store);
-  const std::uint32_t misses = 1;
-  cache.note_misses(&id, &misses, 1);
-  cache.sync(store, 1, std::size_t{1} << 30);
-  cache.drain(copies);
-  cache.claim(&id, 1, 2);
-  EXPECT_TRUE(cache.pending());
-  cache.drain(copies);
-  value_type v = 0;
-  EXPECT_EQ(copies.get(id, store[id].low, &v), copy_answer::none);
-  EXPECT_EQ(cache.counters().claims, 1u);
+  book t(5'000, 8);
+  const leaf_id id = second_leaf(t.store);
+  t.miss(id, 1);
+  t.sync(1);
+  t.cache.drain(t.copies);
+  t.cache.claim(&id, 1, 2);
+  EXPECT_TRUE(t.cache.pending());
+  t.cache.drain(t.copies);
+  EXPECT_EQ(t.at_low(id), copy_answer::none);
+  EXPECT_EQ(t.cache.counters().claims, 1u);
 }
 
 TEST(LeafCacheBook, SyncOfAnEarlierBatchDoesNotRemakeALaterClaim) {
-  host::leaf_store store = store_of(5'000);
-  host::leaf_cache cache(slot_bytes(8), host::bpa::capacity);
-  host::host_copies copies;
-  const leaf_id id = second_leaf(store);
-  const std::uint32_t misses = 1;
+  book t(5'000, 8);
+  const leaf_id id = second_leaf(t.store);
   // Batch 3 was routed (and claimed the leaf) before batch 2's sync ran.
-  cache.claim(&id, 1, 3);
-  cache.note_misses(&id, &misses, 1);
-  EXPECT_EQ(cache.sync(store, 2, std::size_t{1} << 30), 0u);
-  cache.drain(copies);
-  value_type v = 0;
-  EXPECT_EQ(copies.get(id, store[id].low, &v), copy_answer::none);
+  t.cache.claim(&id, 1, 3);
+  t.miss(id, 1);
+  EXPECT_EQ(t.sync(2), 0u);
+  t.cache.drain(t.copies);
+  EXPECT_EQ(t.at_low(id), copy_answer::none);
 }
 
 TEST(LeafCacheBook, ClaimBetweenSyncAndDrainWins) {
-  host::leaf_store store = store_of(5'000);
-  host::leaf_cache cache(slot_bytes(8), host::bpa::capacity);
-  host::host_copies copies;
-  const leaf_id id = second_leaf(store);
-  const std::uint32_t misses = 1;
-  cache.note_misses(&id, &misses, 1);
-  cache.sync(store, 1, std::size_t{1} << 30);
-  cache.claim(&id, 1, 2);  // the next batch, routed before the drain
-  cache.drain(copies);
-  value_type v = 0;
-  EXPECT_EQ(copies.get(id, store[id].low, &v), copy_answer::none);
+  book t(5'000, 8);
+  const leaf_id id = second_leaf(t.store);
+  t.miss(id, 1);
+  t.sync(1);
+  t.cache.claim(&id, 1, 2);  // the next batch, routed before the drain
+  t.cache.drain(t.copies);
+  EXPECT_EQ(t.at_low(id), copy_answer::none);
 }
 
 TEST(LeafCacheBook, HotterLeavesTakeSlotsFromColderOnes) {
-  host::leaf_store store = store_of(20'000);
-  host::leaf_cache cache(slot_bytes(2), host::bpa::capacity);
-  host::host_copies copies;
+  book t(20'000, 2);
   std::vector<leaf_id> ids;
-  for (leaf_id id = store.head(); id != no_leaf; id = store[id].right) ids.push_back(id);
+  for (leaf_id id = t.store.head(); id != no_leaf; id = t.store[id].right) ids.push_back(id);
   ASSERT_GE(ids.size(), 4u);
-  const std::uint32_t cold = 1, hot = 1000;
-  cache.note_misses(&ids[0], &cold, 1);
-  cache.note_misses(&ids[1], &cold, 1);
-  cache.sync(store, 1, std::size_t{1} << 30);
-  cache.drain(copies);
-  EXPECT_EQ(cache.counters().cached, 2u);
-  cache.note_misses(&ids[2], &hot, 1);
-  cache.sync(store, 2, std::size_t{1} << 30);
-  cache.drain(copies);
-  const host::leaf_cache_counters c = cache.counters();
+  t.miss(ids[0], 1);
+  t.miss(ids[1], 1);
+  t.sync(1);
+  t.cache.drain(t.copies);
+  EXPECT_EQ(t.cache.counters().cached, 2u);
+  t.miss(ids[2], 1000);
+  t.sync(2);
+  t.cache.drain(t.copies);
+  const host::leaf_cache_counters c = t.cache.counters();
   EXPECT_EQ(c.cached, 2u);
   EXPECT_EQ(c.evictions, 1u);
-  value_type v = 0;
-  EXPECT_NE(copies.get(ids[2], store[ids[2]].low, &v), copy_answer::none);
-  EXPECT_EQ(copies.get(ids[0], store[ids[0]].low, &v) == copy_answer::none ||
-                copies.get(ids[1], store[ids[1]].low, &v) == copy_answer::none,
-            true);
+  EXPECT_NE(t.at_low(ids[2]), copy_answer::none);
+  EXPECT_EQ(t.at_low(ids[0]) == copy_answer::none || t.at_low(ids[1]) == copy_answer::none, true);
 }
 
 // A slot given to a hotter leaf before the first leaf's copy was sent:
 // the drain sends the second copy only (targets apply moves in any order).
 TEST(LeafCacheBook, SlotStagedTwiceBeforeADrainKeepsTheLastCopy) {
-  host::leaf_store store = store_of(20'000);
-  host::leaf_cache cache(slot_bytes(1), host::bpa::capacity);
-  host::host_copies copies;
-  const leaf_id a = store.head();
-  const leaf_id b = second_leaf(store);
-  const std::uint32_t cold = 10, hot = 1000;
-  cache.note_misses(&a, &cold, 1);
-  cache.sync(store, 1, std::size_t{1} << 30);
-  cache.note_misses(&b, &hot, 1);
-  cache.sync(store, 2, std::size_t{1} << 30);
-  cache.drain(copies);
-  EXPECT_EQ(cache.counters().evictions, 1u);
+  book t(20'000, 1);
+  const leaf_id a = t.store.head();
+  const leaf_id b = second_leaf(t.store);
+  t.miss(a, 10);
+  t.sync(1);
+  t.miss(b, 1000);
+  t.sync(2);
+  t.cache.drain(t.copies);
+  EXPECT_EQ(t.cache.counters().evictions, 1u);
   value_type v = 0;
-  for (key_type k = store[b].low; k <= store[b].low + 200; k += 10) {
-    ASSERT_EQ(copies.get(b, k, &v), copy_answer::found) << k;
+  for (key_type k = t.store[b].low; k <= t.store[b].low + 200; k += 10) {
+    ASSERT_EQ(t.copies.get(b, k, &v), copy_answer::found) << k;
     ASSERT_EQ(v, k / 10);
   }
-  EXPECT_EQ(copies.get(a, store[a].low, &v), copy_answer::none);
+  EXPECT_EQ(t.at_low(a), copy_answer::none);
 }
 
 TEST(LeafCacheBook, ClearDropsEverything) {
-  host::leaf_store store = store_of(5'000);
-  host::leaf_cache cache(slot_bytes(100), host::bpa::capacity);
-  host::host_copies copies;
-  cache.fill(store, std::size_t{1} << 16, copies);
-  EXPECT_EQ(cache.counters().cached, store.live_leaves());
+  book t(5'000, 100);
+  t.cache.fill(t.store, std::size_t{1} << 16, t.copies);
+  EXPECT_EQ(t.cache.counters().cached, t.store.live_leaves());
   value_type v = 0;
-  EXPECT_EQ(copies.get(store.head(), 0, &v), copy_answer::found);
-  cache.clear();
-  cache.drain(copies);
-  EXPECT_EQ(copies.get(store.head(), 0, &v), copy_answer::none);
-  EXPECT_EQ(cache.counters().cached, 0u);
+  EXPECT_EQ(t.copies.get(t.store.head(), 0, &v), copy_answer::found);
+  t.cache.clear();
+  t.cache.drain(t.copies);
+  EXPECT_EQ(t.copies.get(t.store.head(), 0, &v), copy_answer::none);
+  EXPECT_EQ(t.cache.counters().cached, 0u);
 }
 
 }  // namespace
