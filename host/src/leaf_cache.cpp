@@ -138,8 +138,9 @@ void leaf_cache::clear() {
   ++counts_.clears;
 }
 
-void leaf_cache::note_misses(const leaf_id* ids, const std::uint32_t* counts, std::size_t n) {
-  if (slots_ == 0) return;
+leaf_cache::miss_report leaf_cache::note_misses(const leaf_id* ids, const std::uint32_t* counts, std::size_t n) {
+  miss_report got;
+  if (slots_ == 0) return got;
   std::lock_guard<std::mutex> lock(mutex_);
   for (std::size_t i = 0; i < n; ++i) {
     const leaf_id id = ids[i];
@@ -147,14 +148,26 @@ void leaf_cache::note_misses(const leaf_id* ids, const std::uint32_t* counts, st
     // Gets of a leaf with a slot heat the slot (those a current copy
     // answered come from the target's hit counts); a leaf whose copy is
     // not current wants one.
-    if (slot_of_[id] != no_slot) slot_heat_[slot_of_[id]] += counts[i];
-    if (table_[id].usable != 0) continue;
+    if (slot_of_[id] != no_slot) {
+      slot_heat_[slot_of_[id]] += counts[i];
+      got.slotted += counts[i];
+    }
+    if (table_[id].usable != 0) {
+      got.current += counts[i];
+      continue;
+    }
     heat_[id] += counts[i];
     if (!wanted_flag_[id]) {
       wanted_flag_[id] = 1;
       wanted_.push_back(id);
     }
   }
+  return got;
+}
+
+bool leaf_cache::full() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return counts_.held == slots_;
 }
 
 std::size_t leaf_cache::stage(const leaf_store& store, leaf_id id, std::uint32_t slot) {

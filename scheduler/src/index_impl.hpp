@@ -391,7 +391,10 @@ class index::impl {
   std::mutex standin_turn_;  // stand-in lookups and drains take turns
   std::atomic<std::uint64_t> copy_lookups_{0}, copy_hits_{0}, last_copy_lookups_{0}, last_copy_hits_{0},
       last_synced_bytes_{0};
-  std::atomic<int> copies_skip_{0};  // gets-only batches left to route the usual way
+  // Of the last routed gets-only batch's gets, per mille: those a current
+  // copy held (answered, or would have), those whose leaf holds a slot.
+  std::atomic<std::uint32_t> copies_rate_{0}, slotted_rate_{0};
+  std::atomic<std::uint32_t> syncs_passed_{0};  // syncs passed over while the slots hold cold leaves
   std::atomic<int> copies_off_{0};  // 1: a GPU drain failed (for good); 2: auto, and the leaves do not fit
   scheduler::share_policy policy_;  // routes (look-ahead) and leaf phases (dispatcher) feed it
   mutable std::mutex policy_mutex_;

@@ -32,8 +32,12 @@ class gpu_copy_target final : public host::copy_target {
   device::gpu_router& g_;
 };
 
-/// Gets-only batches that take the usual route after one under 40% hits.
-constexpr int skip_batches = 15;
+/// Per mille of a batch's gets that current copies must hold for the next
+/// gets-only batch to look in them (fewer: the usual route is faster).
+constexpr std::uint32_t min_hit_permille = 400;
+/// While the slots are all taken by leaves that hold fewer of the gets
+/// than that, one sync in this many runs (each may evict a few slots).
+constexpr std::uint32_t cold_sync_every = 16;
 /// Most bytes of entries one sync stages (and the next route sends up).
 constexpr std::size_t sync_budget_bytes = std::size_t{256} << 20;
 /// ... and what a load's fill stages before sending them up.
@@ -92,13 +96,11 @@ bool index::impl::route_from_copies(prepared& p, double share) {
     if (degraded_.load() || n < cfg_.min_gpu_batch || share <= 0) return false;
     // A batch whose gets mostly miss runs faster by the usual route (its
     // answers go back in batch order on the GPU beside the next batch,
-    // where here the host puts the misses' answers in place): after one
-    // under 40% hits the next few take it (their gets still heat their
-    // leaves). The host stand-in, there for tests, always looks.
-    if (copies_skip_.load() > 0) {
-      copies_skip_.fetch_sub(1);
-      return false;
-    }
+    // where here the host puts the misses' answers in place): it is taken
+    // while current copies held under 40% of the last batch's gets, as
+    // counted by its hits or, routed the usual way, by its gets' leaves
+    // (note_heat). The host stand-in, there for tests, always looks.
+    if (copies_rate_.load() < min_hit_permille) return false;
     std::unique_lock<std::mutex> turn(gpu_turn_);
     const std::size_t bound = route_keys_.load();
     if (over_budget_.load() || (bound > 0 && n > bound)) return false;
@@ -172,7 +174,6 @@ bool index::impl::route_from_copies(prepared& p, double share) {
   last_copy_hits_.store(p.copy_hits);
   p.bytes.route = n * (sizeof(key_type) + sizeof(value_type) + 1) +
                   p.routed * (sizeof(std::uint32_t) + sizeof(key_type));
-  if (gpu_ && p.copy_hits * 5 < n * 2) copies_skip_.store(skip_batches);
   note_heat(p);
   return true;
 }
@@ -180,8 +181,13 @@ bool index::impl::route_from_copies(prepared& p, double share) {
 // The gets of a routed gets-only batch that no copy answered heat their
 // leaves (leaf_cache::note_misses).
 void index::impl::note_heat(prepared& p) {
-  if (!cache_ || copies_off_.load() != 0 || !p.gets_only || p.routed == 0) return;
+  if (!cache_ || copies_off_.load() != 0 || !p.gets_only || p.n == 0) return;
   if (gpu_ && p.n < cfg_.min_gpu_batch) return;  // a batch that never reads the GPU's copies
+  if (p.routed == 0) {
+    copies_rate_.store(1000);
+    slotted_rate_.store(1000);
+    return;
+  }
   const routed_batch_view& r = p.routes;
   route_space& sp = *p.space;
   std::vector<leaf_id>& ids = sp.miss_ids;
@@ -194,7 +200,12 @@ void index::impl::note_heat(prepared& p) {
       ids[g] = by_ordinal[r.group_ordinal[g]];
       counts[g] = r.group_begin[g + 1] - r.group_begin[g];
     }
-    cache_->note_misses(ids.data(), counts.data(), r.groups);
+    const host::leaf_cache::miss_report got = cache_->note_misses(ids.data(), counts.data(), r.groups);
+    // The gets a copy answered count as held by current copies (their
+    // leaves hold slots).
+    const std::size_t n = p.n;
+    copies_rate_.store(static_cast<std::uint32_t>((p.copy_hits + got.current) * 1000 / n));
+    slotted_rate_.store(static_cast<std::uint32_t>((p.copy_hits + got.slotted) * 1000 / n));
   } catch (const std::bad_alloc&) {  // heat is a hint: the batch goes on
   }
 }
@@ -234,6 +245,14 @@ void index::impl::sync_copies(prepared& p) {
   // copies stage theirs for the next one that does.
   if (!cache_ || copies_off_.load() != 0 || !p.gets_only) return;
   if (gpu_ && p.n < cfg_.min_gpu_batch) return;  // small batches keep their latency
+  // Slots all taken by leaves that few gets go to (a uniform workload with
+  // a small cache): syncs could only trade a few slots between leaves alike
+  // in heat, so most are passed over. Copies of leaves that hold slots but
+  // were written (slotted, not current) are made at every sync.
+  if (gpu_ && slotted_rate_.load() < min_hit_permille && cache_->full() &&
+      syncs_passed_.fetch_add(1) % cold_sync_every != 0) {
+    return;
+  }
   try {
     last_synced_bytes_.store(cache_->sync(store_, p.sequence, sync_budget_bytes));
   } catch (const std::bad_alloc&) {  // the batch happened; copies come with a later one
@@ -246,6 +265,9 @@ void index::impl::refill_copies() {
   if (!cache_ || copies_off_.load() == 1) return;
   cache_->clear();
   const std::size_t live = store_.live_leaves();
+  const std::uint32_t rate = live <= cache_->slots() ? 1000 : 0;  // what the copies will hold
+  copies_rate_.store(rate);
+  slotted_rate_.store(rate);
   // By default (gpu_cache_auto) the copies serve an index whose leaves all
   // fit: with a part of them cached, batches ran slower than with none
   // (docs/performance.md, "The leaf cache"). A later load or compaction

@@ -115,8 +115,15 @@ class leaf_cache {
   void drop(const leaf_id* ids, std::size_t n) noexcept;
   /// @brief Every copy goes (loads, compactions, leaf table rebuilds).
   void clear();
+  /// What note_misses found of the gets it was given.
+  struct miss_report {
+    std::size_t current = 0;  ///< their leaf has a current copy (a route that did not look: would-be hits)
+    std::size_t slotted = 0;  ///< their leaf holds a slot (its copy current or not)
+  };
   /// @brief Gets of one route that no copy answered, by leaf: heat.
-  void note_misses(const leaf_id* ids, const std::uint32_t* counts, std::size_t n);
+  miss_report note_misses(const leaf_id* ids, const std::uint32_t* counts, std::size_t n);
+  /// @return whether every slot is given to a leaf.
+  [[nodiscard]] bool full() const;
 
   /// @brief After the leaf phase of batch `sequence`: stages copies of
   ///        the hottest missed leaves (not claimed by a later batch) from
