@@ -201,16 +201,17 @@ std::string gpu_line(const tandem_figures& t, const std::string& requested) {
 std::string cache_text(const tandem_figures& t) {
   const tandem::stats& s = t.after;
   if (s.cache == "off") return "; leaf cache off";
-  char buf[320];
+  char buf[400];
   std::snprintf(buf, sizeof buf,
                 "; leaf cache (%s, %.2f GiB of slots, %llu of %llu leaves current): %llu of %llu gets answered "
-                "from it (%.1f%%), %.1f MiB synced, %llu evictions",
+                "from it (%.1f%%), %.1f%% of the last batch's gets held by current copies, %.1f MiB synced, "
+                "%llu evictions, %llu copies kept current by writes",
                 s.cache.c_str(), static_cast<double>(s.cache_capacity_bytes) / (1u << 30),
                 static_cast<unsigned long long>(s.cached_leaves), static_cast<unsigned long long>(s.leaves),
                 static_cast<unsigned long long>(t.cache_hits), static_cast<unsigned long long>(t.cache_lookups),
                 t.cache_lookups ? 100.0 * static_cast<double>(t.cache_hits) / static_cast<double>(t.cache_lookups) : 0.0,
-                static_cast<double>(t.cache_synced_bytes) / (1u << 20),
-                static_cast<unsigned long long>(t.cache_evictions));
+                100.0 * s.cache_held, static_cast<double>(t.cache_synced_bytes) / (1u << 20),
+                static_cast<unsigned long long>(t.cache_evictions), static_cast<unsigned long long>(t.cache_patched));
   return buf;
 }
 
@@ -334,6 +335,9 @@ json row_of(const system_result& r, const row_context& ctx) {
   j["stale_hints"] = count(t.stale_hints);      // point ops whose hint was missing or stale
   j["cache_lookups"] = count(t.cache_lookups);  // gets looked up in the leaf copies
   j["cache_hits"] = count(t.cache_hits);        // ... and answered there
+  j["cache_patched"] = count(t.cache_patched);  // copies kept current by writes written into them
+  // Share of the last batch's gets in current copies.
+  j["cache_held"] = is_tandem ? json(r.tandem->after.cache_held) : json(nullptr);
   j["cache_synced_bytes"] = count(t.cache_synced_bytes);
   j["cache_bytes"] = is_tandem ? json(r.tandem->after.cache_bytes) : json(nullptr);
   j["guide_refreshes"] = count(t.guide_refreshes);

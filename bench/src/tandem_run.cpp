@@ -185,6 +185,7 @@ tandem_figures run_tandem(tandem::index& idx, const std::vector<std::vector<tand
   f.cache_hits = f.after.cache_hits - before.cache_hits;
   f.cache_synced_bytes = f.after.cache_synced_bytes - before.cache_synced_bytes;
   f.cache_evictions = f.after.cache_evictions - before.cache_evictions;
+  f.cache_patched = f.after.cache_patched - before.cache_patched;
   for (tandem::op_type t : {tandem::op_type::lower_bound, tandem::op_type::scan, tandem::op_type::count}) {
     const auto i = static_cast<std::size_t>(t);
     f.range_ops += f.after.ops_by_type[i] - before.ops_by_type[i];

@@ -50,6 +50,7 @@ struct tandem_figures {
   std::uint64_t cache_hits = 0;     ///< ... and answered there
   std::uint64_t cache_synced_bytes = 0;  ///< bytes of entries copied into the leaf cache
   std::uint64_t cache_evictions = 0;
+  std::uint64_t cache_patched = 0;  ///< leaf copies kept current by writes written into them
   std::uint64_t guide_refreshes = 0; ///< refreshes of the GPU's leaf guides in the run
   std::uint64_t range_ops = 0;     ///< lower_bounds, scans and counts in the run
   /// Sampled point ops of the run and the leaf lines they moved

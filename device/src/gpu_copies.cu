@@ -9,8 +9,10 @@
 #include <tandem/device/detail/cuda_check.cuh>
 #include <tandem/device/detail/router_state.cuh>
 
+#include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
 #include <cuda_runtime.h>
+#include <thrust/iterator/transform_iterator.h>
 
 #include <algorithm>
 #include <mutex>
@@ -35,6 +37,20 @@ std::size_t gpu_router::route_cached(const key_type* keys, std::size_t n, value_
   return state_->route_call(keys, nullptr, nullptr, n, out, timing, nullptr, &answers);
 }
 
+std::size_t gpu_router::route_cached(const key_type* keys, const value_type* args, const std::uint8_t* types,
+                                     std::size_t n, value_type* values_out, std::uint8_t* found_out,
+                                     key_type* keys_out, routed_batch_view& out, route_timing* timing) {
+  if (state_->options.order != aggregation::full) {
+    throw std::logic_error("gpu_router::route_cached: needs aggregation::full");
+  }
+  if (n > 0 && (values_out == nullptr || found_out == nullptr || out.args == nullptr || out.types == nullptr)) {
+    throw std::invalid_argument("gpu_router::route_cached: null values_out, found_out, out.args or out.types for " +
+                                std::to_string(n) + " ops");
+  }
+  const detail::copy_answers answers{values_out, found_out, keys_out};
+  return state_->route_call(keys, args, types, n, out, timing, nullptr, &answers);
+}
+
 std::size_t gpu_router::state::select_missed(std::size_t n, cudaStream_t stream) {
   detail::route_resources& r = route;
   std::size_t bytes = r.temp.capacity();
@@ -51,6 +67,49 @@ std::size_t gpu_router::state::select_missed(std::size_t n, cudaStream_t stream)
   TANDEM_CUDA_TRY(cudaMemcpyAsync(r.keys.data(), r.keys_alt.data(), rows * sizeof(key_type), cudaMemcpyDeviceToDevice,
                                   stream));
   return rows;
+}
+
+std::size_t gpu_router::state::answer_sorted(const detail::version_buffer& vb, const detail::layout_meta& m,
+                                            std::size_t n, detail::row_arrays& rows, cudaStream_t stream) {
+  detail::route_resources& r = route;
+  detail::copy_resources& c = copies;
+  const unsigned blocks = detail::shuffle_blocks(n);
+  constexpr unsigned threads = detail::shuffle_block_threads;
+  detail::gather_kernel<<<blocks, threads, 0, stream>>>(rows.positions, n, static_cast<const key_type*>(nullptr),
+                                                        static_cast<key_type*>(nullptr), r.args.data(),
+                                                        r.args_out.data(), r.types.data(), r.types_out.data());
+  TANDEM_CUDA_TRY(cudaGetLastError());
+  detail::copy_rows_kernel<<<blocks, threads, 0, stream>>>(
+      rows.keys, r.types_out.data(), rows.ordinals, rows.positions, n, vb.leaf_ids.data(), m.leaf_count,
+      c.table.data(), c.table_size, c.pool.data(), c.hits.data(), r.answers.data(), r.answer_found.data(),
+      r.answer_keys.data(), r.missed.data());
+  TANDEM_CUDA_TRY(cudaGetLastError());
+  detail::copy_patch_kernel<<<blocks, threads, 0, stream>>>(rows.keys, r.types_out.data(), rows.ordinals,
+                                                            r.args_out.data(), r.missed.data(), n,
+                                                            vb.leaf_ids.data(), c.table.data(), c.pool.data());
+  TANDEM_CUDA_TRY(cudaGetLastError());
+  // Each row's place among those left: an exclusive sum, in group_begin
+  // (the grouping writes it later).
+  std::size_t bytes = r.temp.capacity();
+  TANDEM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(
+      r.temp.data(), bytes, thrust::make_transform_iterator(r.missed.data(), detail::row_for_host{}),
+      r.group_begin.data(), static_cast<std::int64_t>(n), stream));
+  rows.args = r.args_out.data();
+  rows.types = r.types_out.data();
+  const detail::row_outputs out{rows.keys == r.keys.data() ? r.keys_alt.data() : r.keys.data(),
+                                rows.positions == r.positions.data() ? r.positions_alt.data() : r.positions.data(),
+                                r.ordinals_alt.data(),
+                                r.args.data(),
+                                r.types.data(),
+                                rows.hints != nullptr ? r.hints_alt.data() : nullptr};
+  detail::copy_compact_kernel<<<blocks, threads, 0, stream>>>(rows, r.missed.data(), r.group_begin.data(), n, out,
+                                                              r.selected.data());
+  TANDEM_CUDA_TRY(cudaGetLastError());
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(r.selected_host.data(), r.selected.data(), sizeof(std::uint32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+  TANDEM_CUDA_TRY(cudaStreamSynchronize(stream));
+  rows = detail::row_arrays{out.keys, out.positions, out.ordinals, out.args, out.types, out.hints};
+  return *r.selected_host.data();
 }
 
 void gpu_router::reserve_copies(std::size_t entries) {

@@ -2,7 +2,8 @@
 // order, gives the caller's routed_batch_view filled: sorted (or partly
 // sorted) on the GPU, descended, grouped by leaf with the group boundaries
 // found on the GPU, and brought down. route_range does the same for the
-// ops of one key range, kept on the GPU as the batch's chunks come up. Runs on the thread that calls route
+// ops of one key range, kept on the GPU as the batch's chunks come up
+// (entry points: gpu_route_call.cu). Runs on the thread that calls route
 // (the scheduler's routing stage), one route at a time per router, beside an
 // upload and a scatter on other threads. Design: gpu_router.hpp; state:
 // detail/router_state.cuh; the descent is launched by gpu_router.cu.
@@ -38,7 +39,7 @@ namespace {
 enum slice : int { keys_slice = 0, args_slice = 1, types_slice = 2 };
 
 /// Most arrays one route downloads (positions, keys, args, types, hints,
-/// copy answers' values and flags; then group_begin, group_ordinal).
+/// copy answers' values, flags and keys; then group_begin, group_ordinal).
 constexpr std::size_t max_downloads = 8;
 
 }  // namespace
@@ -58,10 +59,13 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   // ops no copy answered are then selected, in batch order, and routed as a
   // range's are. remap: positions of the routed ops are batch positions
   // kept in r.batch_positions.
+  // With writes (types given), the batch is sorted whole and its rows
+  // judged after the descent (answer_sorted).
   const bool cached = answers != nullptr;
-  const bool remap = ranged || cached;
+  const bool patching = cached && out.types != nullptr;
+  const bool remap = ranged || (cached && !patching);
   const bool answers_direct =
-      cached && detail::is_pinned(answers->values) && detail::is_pinned(answers->found);
+      cached && !patching && detail::is_pinned(answers->values) && detail::is_pinned(answers->found);
   const detail::in_range keep{ranged ? range->lo : 0, ranged ? range->hi : 0};
   const std::size_t room = ranged ? range->limit : n;  // ops the arrays hold
   const bool full = options.order == aggregation::full;
@@ -109,6 +113,9 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     grow(r.answer_found, n);
     grow(r.missed, n);
     grow(r.batch_positions, n);
+    if (patching) grow(r.ordinals_alt, n);
+    if (patching) grow(r.answer_keys, n);
+    if (patching && want_hints) grow(r.hints_alt, n);
   }
   if (ranged) {
     grow(r.batch_positions, room);
@@ -182,7 +189,11 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
       TANDEM_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, key_select, r.keys.data(), r.missed.data(),
                                                  r.keys_alt.data(), r.selected.data(),
                                                  static_cast<std::int64_t>(room), main_stream));
-      select_bytes = std::max(select_bytes, key_select);
+      std::size_t scan = 0;  // answer_sorted's
+      TANDEM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(
+          nullptr, scan, thrust::make_transform_iterator(r.missed.data(), detail::row_for_host{}),
+          r.group_begin.data(), static_cast<std::int64_t>(room), main_stream));
+      select_bytes = std::max({select_bytes, key_select, scan});
     }
     const std::size_t temp_bytes = std::max(sort_bytes, select_bytes);  // within batch_bytes' 2 x sort scratch
     if (r.temp.capacity() < temp_bytes) r.temp.reserve(temp_bytes, 25);
@@ -244,7 +255,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
       detail::add_kept_kernel<<<1, 1, 0, stream>>>(key_dst, r.chunk_offsets.data(), count, keep, r.kept.data());
       TANDEM_CUDA_TRY(cudaGetLastError());
     }
-    if (cached) {  // descend in batch order, answer from the copies
+    if (cached && !patching) {  // descend in batch order, answer from the copies
       TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::kernel));
       detail::descent_args a;
       a.keys = r.keys.data() + offset;
@@ -299,10 +310,15 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   // Copy answers that go down through the staged download (outputs not pinned).
   auto answer_items = [&](detail::download_item* items, std::size_t& count, cudaEvent_t after) {
     if (!cached || answers_direct) return;
-    items[count++] = {answers->values, r.answers.data(), n * sizeof(value_type), false, after};
-    items[count++] = {answers->found, r.answer_found.data(), n, false, after};
+    items[count++] = {answers->values, r.answers.data(), n * sizeof(value_type), detail::is_pinned(answers->values),
+                      after};
+    items[count++] = {answers->found, r.answer_found.data(), n, detail::is_pinned(answers->found), after};
+    if (patching && answers->keys != nullptr) {
+      items[count++] = {answers->keys, r.answer_keys.data(), n * sizeof(key_type), detail::is_pinned(answers->keys),
+                        after};
+    }
   };
-  if (cached) {
+  if (cached && !patching) {
     rows = select_missed(n, main_stream);
     if (rows == 0) {
       TANDEM_CUDA_TRY(cudaEventRecord(r.grouped.get(), main_stream));
@@ -348,12 +364,15 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
       return 0;
     }
   }
-  const auto n32 = static_cast<std::uint32_t>(rows);
+  auto n32 = static_cast<std::uint32_t>(rows);
 
   // ---- sort: (key, position) over the batch, or (ordinal, position) -------
   const std::uint32_t* routed_positions = nullptr;
   const key_type* routed_keys = nullptr;
   const std::uint32_t* routed_ordinals = nullptr;
+  const value_type* routed_args = r.args_out.data();
+  const std::uint8_t* routed_types = r.types_out.data();
+  const leaf_hint* routed_hints = r.hints.data();
   TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::sort));
   const std::size_t sort_begin = mark(main_stream);
   std::size_t sort_end = 0;
@@ -388,6 +407,18 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
           r.hints.data());
       TANDEM_CUDA_TRY(cudaGetLastError());
     }
+    if (patching) {  // the rows left after the copies' answers and patches
+      detail::row_arrays left{routed_keys, routed_positions, routed_ordinals, nullptr, nullptr,
+                              want_hints ? routed_hints : nullptr};
+      rows = answer_sorted(vb, m, rows, left, main_stream);
+      n32 = static_cast<std::uint32_t>(rows);
+      routed_keys = left.keys;
+      routed_positions = left.positions;
+      routed_ordinals = left.ordinals;
+      routed_args = left.args;
+      routed_types = left.types;
+      routed_hints = left.hints;
+    }
     kernel_end = mark(main_stream);
   } else {
     routed_positions = r.iota.data();  // one leaf: batch order is grouped already
@@ -421,7 +452,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   TANDEM_CUDA_TRY(cub::DeviceSelect::Flagged(r.temp.data(), bytes, routed_ordinals, r.flags.data(),
                                              r.group_ordinal.data(), r.selected.data(),
                                              static_cast<std::int64_t>(rows), main_stream));
-  if (!full || want_args || want_types) {
+  if (!patching && (!full || want_args || want_types)) {
     // With a full sort the keys are sorted already (and r.keys may hold the
     // sort's scratch): only args and types are gathered.
     detail::gather_kernel<<<blocks, detail::shuffle_block_threads, 0, main_stream>>>(
@@ -446,21 +477,21 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
 
   // ---- down: the per-op arrays, then (G known) the groups ------------------
   TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::download));
-  const cudaEvent_t early = full && !remap ? r.sorted.get() : r.grouped.get();
+  const cudaEvent_t early = full && !remap && !patching ? r.sorted.get() : r.grouped.get();
   detail::download_item items[max_downloads];
   std::size_t count = 0;
   items[count++] = {out.positions, routed_positions, rows * sizeof(std::uint32_t), detail::is_pinned(out.positions),
                     early};
   items[count++] = {out.keys, routed_keys, rows * sizeof(key_type), detail::is_pinned(out.keys), early};
   if (want_args) {
-    items[count++] = {out.args, r.args_out.data(), rows * sizeof(value_type), detail::is_pinned(out.args),
+    items[count++] = {out.args, routed_args, rows * sizeof(value_type), detail::is_pinned(out.args),
                       r.grouped.get()};
   }
   if (want_types) {
-    items[count++] = {out.types, r.types_out.data(), rows, detail::is_pinned(out.types), r.grouped.get()};
+    items[count++] = {out.types, routed_types, rows, detail::is_pinned(out.types), r.grouped.get()};
   }
   if (want_hints) {
-    items[count++] = {out.hints, r.hints.data(), rows * sizeof(leaf_hint), detail::is_pinned(out.hints),
+    items[count++] = {out.hints, routed_hints, rows * sizeof(leaf_hint), detail::is_pinned(out.hints),
                       r.grouped.get()};
   }
   answer_items(items, count, r.grouped.get());
@@ -508,91 +539,10 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     timing->bytes_down = rows * (sizeof(std::uint32_t) + sizeof(key_type) + (want_args ? sizeof(value_type) : 0) +
                                  (want_types ? 1 : 0) + (want_hints ? sizeof(leaf_hint) : 0)) +
                          groups * 2 * sizeof(std::uint32_t) + sizeof(std::uint32_t) * (remap ? 2 : 1) +
-                         (cached ? n * (sizeof(value_type) + 1) : 0);
+                         (cached ? n * (sizeof(value_type) + 1) : 0) +
+                         (patching && answers->keys != nullptr ? n * sizeof(key_type) : 0);
   }
   return rows;
-}
-
-void gpu_router::state::drain_route() noexcept {
-  for (const auto& lane : route.lanes) (void)cudaStreamSynchronize(lane->stream.get());
-  (void)cudaGetLastError();
-}
-
-void gpu_router::route(const key_type* keys, const value_type* args, const std::uint8_t* types, std::size_t n,
-                       routed_batch_view& out, route_timing* timing) {
-  state_->route_call(keys, args, types, n, out, timing, nullptr);
-}
-
-std::size_t gpu_router::route_range(const key_type* keys, const value_type* args, const std::uint8_t* types,
-                                    std::size_t n, key_type lo, key_type hi, std::size_t limit, routed_batch_view& out,
-                                    route_timing* timing) {
-  if (state_->options.order != aggregation::full) {
-    throw std::logic_error("gpu_router::route_range: needs aggregation::full");
-  }
-  const detail::key_range range{lo, hi, limit};
-  return state_->route_call(keys, args, types, n, out, timing, &range);
-}
-
-std::size_t gpu_router::state::route_call(const key_type* keys, const value_type* args, const std::uint8_t* types,
-                                          std::size_t n, routed_batch_view& out, route_timing* timing,
-                                          const detail::key_range* range, const detail::copy_answers* answers) {
-  const auto t0 = clock_type::now();
-  state& s = *this;
-  const detail::account_scope scope(s.account);
-  std::lock_guard<std::mutex> route_lock(s.route_mutex);
-  int b = 0;
-  {
-    std::lock_guard<std::mutex> lock(s.meta_mutex);
-    if (s.current < 0) throw std::logic_error("gpu_router::route: no layout was uploaded");
-    b = s.current;
-    ++s.buffers[static_cast<std::size_t>(b)].users;
-  }
-  // While it counts as a user, no upload writes this buffer or its meta.
-  struct release_buffer {
-    state& s;
-    int b;
-    ~release_buffer() {
-      {
-        std::lock_guard<std::mutex> lock(s.meta_mutex);
-        --s.buffers[static_cast<std::size_t>(b)].users;
-      }
-      s.users_cv.notify_all();
-    }
-  } release{s, b};
-  const detail::version_buffer& vb = s.buffers[static_cast<std::size_t>(b)];
-
-  if (n > std::size_t{std::numeric_limits<std::uint32_t>::max()}) {
-    throw std::length_error("gpu_router::route: " + std::to_string(n) +
-                            " keys; a batch holds at most 2^32 - 1 (positions are u32)");
-  }
-  route_timing t;
-  out.hinted = false;
-  std::size_t routed = 0;
-  if (n == 0) {
-    if (out.group_begin != nullptr) out.group_begin[0] = 0;
-    out.groups = 0;
-    out.key_sorted = s.options.order == aggregation::full;
-  } else {
-    if (keys == nullptr || out.positions == nullptr || out.keys == nullptr || out.group_begin == nullptr ||
-        out.group_ordinal == nullptr) {
-      throw std::invalid_argument("gpu_router::route: null keys, out.positions, out.keys, out.group_begin or "
-                                  "out.group_ordinal for " + std::to_string(n) + " keys");
-    }
-    if ((out.args != nullptr && args == nullptr) || (out.types != nullptr && types == nullptr)) {
-      throw std::invalid_argument("gpu_router::route: out.args (out.types) is set but args (types) is null for " +
-                                  std::to_string(n) + " keys");
-    }
-    s.set_device();
-    try {
-      routed = s.run_route(vb, vb.meta, keys, args, types, n, out, timing != nullptr ? &t : nullptr, range, answers);
-    } catch (...) {
-      s.drain_route();
-      throw;
-    }
-  }
-  t.total = seconds_since(t0);
-  if (timing != nullptr) *timing = t;
-  return routed;
 }
 
 }  // namespace tandem::device

@@ -29,6 +29,10 @@ std::size_t gpu_router::route_cached(const key_type*, std::size_t, value_type*, 
                                      route_timing*) {
   no_cuda();
 }
+std::size_t gpu_router::route_cached(const key_type*, const value_type*, const std::uint8_t*, std::size_t,
+                                     value_type*, std::uint8_t*, key_type*, routed_batch_view&, route_timing*) {
+  no_cuda();
+}
 void gpu_router::reserve_copies(std::size_t) { no_cuda(); }
 void gpu_router::apply_copies(const copy_changes&) { no_cuda(); }
 void gpu_router::take_copy_hits(std::vector<std::uint32_t>&) { no_cuda(); }

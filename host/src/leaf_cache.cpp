@@ -110,6 +110,21 @@ void leaf_cache::claim(const leaf_id* ids, std::size_t n, std::uint64_t sequence
   }
 }
 
+void leaf_cache::patched(const leaf_id* ids, std::size_t n, std::uint64_t sequence) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (std::size_t i = 0; i < n; ++i) {
+    const leaf_id id = ids[i];
+    grow_table(std::size_t{id} + 1);
+    claimed_[id] = std::max(claimed_[id], sequence);
+    if (dirty_[id] != 0) {  // changed since the route's drain: the patch may have missed it
+      if (table_[id].usable != 0) ++counts_.claims;
+      unusable(id);
+    } else if (table_[id].usable != 0) {
+      ++counts_.patched;
+    }
+  }
+}
+
 void leaf_cache::drop(const leaf_id* ids, std::size_t n) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   for (std::size_t i = 0; i < n; ++i) {
@@ -138,9 +153,9 @@ void leaf_cache::clear() {
   ++counts_.clears;
 }
 
-leaf_cache::miss_report leaf_cache::note_misses(const leaf_id* ids, const std::uint32_t* counts, std::size_t n) {
-  miss_report got;
-  if (slots_ == 0) return got;
+std::size_t leaf_cache::note_misses(const leaf_id* ids, const std::uint32_t* counts, std::size_t n) {
+  std::size_t current = 0;
+  if (slots_ == 0) return current;
   std::lock_guard<std::mutex> lock(mutex_);
   for (std::size_t i = 0; i < n; ++i) {
     const leaf_id id = ids[i];
@@ -148,12 +163,9 @@ leaf_cache::miss_report leaf_cache::note_misses(const leaf_id* ids, const std::u
     // Gets of a leaf with a slot heat the slot (those a current copy
     // answered come from the target's hit counts); a leaf whose copy is
     // not current wants one.
-    if (slot_of_[id] != no_slot) {
-      slot_heat_[slot_of_[id]] += counts[i];
-      got.slotted += counts[i];
-    }
+    if (slot_of_[id] != no_slot) slot_heat_[slot_of_[id]] += counts[i];
     if (table_[id].usable != 0) {
-      got.current += counts[i];
+      current += counts[i];
       continue;
     }
     heat_[id] += counts[i];
@@ -162,7 +174,7 @@ leaf_cache::miss_report leaf_cache::note_misses(const leaf_id* ids, const std::u
       wanted_.push_back(id);
     }
   }
-  return got;
+  return current;
 }
 
 bool leaf_cache::full() const {
@@ -209,6 +221,7 @@ std::uint32_t leaf_cache::take_slot(std::uint32_t heat, std::size_t& evictions_l
     }
     slot_heat_[s] /= 2;
   }
+  evictions_left = 0;  // a turn found no slot this cool: none for the cooler leaves after it either
   return no_slot;
 }
 
@@ -240,19 +253,27 @@ std::size_t leaf_cache::sync(const leaf_store& store, std::uint64_t sequence, st
       wanted_[kept++] = id;
     }
   };
+  auto forget = [&](leaf_id id) {
+    wanted_flag_[id] = 0;
+    heat_[id] = 0;
+  };
   for (std::size_t i = 0; i < wanted_.size(); ++i) {
     const leaf_id id = wanted_[i];
-    const bool live = id < store.leaf_count() && store[id].low <= store[id].high;
-    if (!live || claimed_[id] > sequence || table_[id].usable != 0) {  // dead, written later, or current
-      wanted_flag_[id] = 0;
-      heat_[id] = 0;
-      continue;
-    }
-    if (staged >= budget_bytes) {
-      wait_cooler(id);
+    if (claimed_[id] > sequence || table_[id].usable != 0) {  // written later, or current
+      forget(id);
       continue;
     }
     std::uint32_t slot = slot_of_[id];
+    // No room for it: it waits, and its leaf (a line of the store, at
+    // random) is not read.
+    if (staged >= budget_bytes || (slot == no_slot && next_free_ == slots_ && evictions_left == 0)) {
+      wait_cooler(id);
+      continue;
+    }
+    if (id >= store.leaf_count() || store[id].low > store[id].high) {  // dead
+      forget(id);
+      continue;
+    }
     if (slot == no_slot) {
       slot = take_slot(heat_[id], evictions_left);
       if (slot == no_slot) {  // every slot hotter, or evictions spent

@@ -66,11 +66,13 @@ nb::dict stats_dict(const tandem::stats& s) {
   TANDEM_FIELD(cache_hits);
   TANDEM_FIELD(cache_last_lookups);
   TANDEM_FIELD(cache_last_hits);
+  TANDEM_FIELD(cache_held);
   TANDEM_FIELD(cache_copies);
   TANDEM_FIELD(cache_synced_bytes);
   TANDEM_FIELD(cache_last_synced_bytes);
   TANDEM_FIELD(cache_evictions);
   TANDEM_FIELD(cache_claims);
+  TANDEM_FIELD(cache_patched);
 #undef TANDEM_FIELD
   nb::dict by_type;
   for (std::size_t t = 0; t < tandem::op_type_count; ++t) {

@@ -177,6 +177,10 @@ void index::impl::dispatch() {
       const serial_scope serial(small);
       leaf_stage(*ready);
     }
+    if (ready->failure && ready->patched_copies) {  // the copies hold puts the leaves do not
+      if (next && !next_small) lookahead_->wait();
+      forget_patches(next_small ? nullptr : next);
+    }
     gate_.writes_done(writes, after);  // before readers may enter again (see above)
     if (exclusive) gate_.end_write();
     if (needs_log(*ready)) {
@@ -240,18 +244,22 @@ void index::impl::prepare(prepared& p) {
     if (p.n != 0 && !p.direct) {
       // Not inside the arena: the GPU side waits for the GPU on this thread,
       // never on a TBB worker; the CPU parts enter the arena themselves.
-      const auto t0 = clock_type::now();
-      route(p);
-      p.times.route = seconds_since(t0);
-      if (!p.from_copies) {
-        p.routed = p.n;
-        note_heat(p);
-      }
-      claim_writes(p);  // before any later batch is routed
+      route_and_claim(p);
     }
   } catch (...) {
     p.failure = std::current_exception();
   }
+}
+
+void index::impl::route_and_claim(prepared& p) {
+  const auto t0 = clock_type::now();
+  route(p);
+  p.times.route = seconds_since(t0);
+  if (!p.from_copies) {
+    p.routed = p.n;
+    note_heat(p);
+  }
+  claim_writes(p);  // before any later batch is routed
 }
 
 void index::impl::leaf_stage(prepared& p) {

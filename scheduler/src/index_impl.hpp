@@ -152,10 +152,10 @@ class index::impl {
   /// dispatcher and other readers. @return false (nothing done) when the
   /// batch must run on the dispatcher.
   bool launch_reader(prepared& p);
-  /// Waits until no reader task runs: before anything that writes leaves,
-  /// the leaf table or the layout.
+  /// Waits until no reader task runs (before writes to leaves, the leaf table or the layout).
   void wait_for_readers() const;
   void prepare(prepared& p);
+  void route_and_claim(prepared& p);  // prepare's route, then the claims of its writes
   void leaf_stage(prepared& p);
 
   // delivery.cpp
@@ -201,7 +201,8 @@ class index::impl {
   bool route_from_copies(prepared& p, double share);  // false: the copies were not used
   void note_heat(prepared& p);
   void fail_copies(const char* what);
-  void claim_writes(const prepared& p);
+  void claim_writes(prepared& p);
+  void forget_patches(prepared* next);
   void sync_copies(prepared& p);
   void refill_copies();
   void open_cache();
@@ -238,12 +239,10 @@ class index::impl {
   /// owns) when the index uses a GPU.
   void use_gpu_device() const noexcept;
   void sync_gpu();
-  /// config.max_gpu_bytes: from the layout to upload and room for GPU
-  /// scatters of `scatter` answers, the keys a route may take
-  /// (route_keys_), whether the leaf guides fit (guides_dropped_), the
-  /// scatter room kept (scatter_keys_: 0 when routes of
-  /// min_budget_route_keys do not fit beside it) and whether the GPU fits
-  /// at all (over_budget_). Dispatcher thread. @return false: it does not
+  /// config.max_gpu_bytes: from the layout to upload and room for GPU scatters of `scatter` answers, the
+  /// keys a route may take (route_keys_), whether the leaf guides fit (guides_dropped_), the scatter room
+  /// kept (scatter_keys_: 0 when routes of min_budget_route_keys do not fit beside it) and whether the GPU
+  /// fits at all (over_budget_). Dispatcher thread. @return false: it does not
   bool fit_gpu_budget(std::size_t scatter);
   /// Whether a batch of n ops may put its answers back on the GPU: always
   /// within max_gpu_route_keys without a budget; under max_gpu_bytes, when
@@ -377,8 +376,7 @@ class index::impl {
   bool sync_pending_ = false;
   mutable std::mutex layout_mutex_;  // guards layout_ and gpu_layout_ (the pointers)
   std::mutex gpu_turn_;              // a GPU route and an upload never overlap
-  /// Batches in the pipeline at once: one scattering its answers on the GPU,
-  /// one in its leaf phase, one being routed.
+  /// Batches in the pipeline: one scattering answers on the GPU, one in its leaf phase, one routed.
   static constexpr int pipeline_depth = 3;
   route_space spaces_[pipeline_depth];
   prepared slots_[pipeline_depth];
@@ -391,10 +389,9 @@ class index::impl {
   std::mutex standin_turn_;  // stand-in lookups and drains take turns
   std::atomic<std::uint64_t> copy_lookups_{0}, copy_hits_{0}, last_copy_lookups_{0}, last_copy_hits_{0},
       last_synced_bytes_{0};
-  // Of the last routed gets-only batch's gets, per mille: those a current
-  // copy held (answered, or would have), those whose leaf holds a slot.
-  std::atomic<std::uint32_t> copies_rate_{0}, slotted_rate_{0};
-  std::atomic<std::uint32_t> syncs_passed_{0};  // syncs passed over while the slots hold cold leaves
+  // Per mille of the last routed batch's gets that current copies held (or would have); syncs still to pass
+  // over after one that found nothing to copy (leaf_copies.cpp).
+  std::atomic<std::uint32_t> copies_rate_{0}, quiet_syncs_{0};
   std::atomic<int> copies_off_{0};  // 1: a GPU drain failed (for good); 2: auto, and the leaves do not fit
   scheduler::share_policy policy_;  // routes (look-ahead) and leaf phases (dispatcher) feed it
   mutable std::mutex policy_mutex_;

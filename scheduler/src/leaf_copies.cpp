@@ -32,18 +32,120 @@ class gpu_copy_target final : public host::copy_target {
   device::gpu_router& g_;
 };
 
-/// Per mille of a batch's gets that current copies must hold for the next
-/// gets-only batch to look in them (fewer: the usual route is faster).
-constexpr std::uint32_t min_hit_permille = 400;
-/// While the slots are all taken by leaves that hold fewer of the gets
-/// than that, one sync in this many runs (each may evict a few slots).
-constexpr std::uint32_t cold_sync_every = 16;
+/// Per mille of a batch's lookups that current copies must hold for the
+/// next batch to look in them: below it the usual route was faster (at
+/// 50% held, zipf, 0.88x; docs/performance.md, "The leaf cache").
+constexpr std::uint32_t min_hit_permille = 750;
+/// Syncs passed over after one that found nothing to copy, the slots full.
+constexpr std::uint32_t quiet_after_idle_sync = 15;
 /// Most bytes of entries one sync stages (and the next route sends up).
 constexpr std::size_t sync_budget_bytes = std::size_t{256} << 20;
 /// ... and what a load's fill stages before sending them up.
 constexpr std::size_t fill_piece_bytes = std::size_t{256} << 20;
 
 bool writes(op_type t) { return t == op_type::put || t == op_type::insert || t == op_type::erase; }
+
+// The stand-in's route of gets: each get's leaf by the layout, then its
+// copy; the misses (flagged in sp.found, free until the leaf phase) routed.
+std::size_t standin_gets(prepared& p, const host::host_copies& standin, routed_batch_view& out) {
+  const inner_layout& l = *p.version;
+  const std::size_t n = p.n;
+  route_space& sp = *p.space;
+  const key_type* keys = p.j->ops.keys();
+  value_type* values = p.columns->values;
+  std::uint8_t* found = p.columns->found;
+  std::uint8_t* missed = sp.found.get(n);
+  key_type* miss_keys = sp.cpu_side.keys.get(n);
+  std::uint32_t* miss_at = sp.cpu_side.positions.get(n);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 4096), [&](const tbb::blocked_range<std::size_t>& r) {
+    const leaf_id* ids = l.leaf_ids().data();
+    for (std::size_t i = r.begin(); i < r.end(); ++i) {
+      value_type v = 0;
+      const copy_answer a = standin.get(ids[l.find(keys[i])], keys[i], &v);
+      values[i] = v;
+      found[i] = a == copy_answer::found ? 1 : 0;
+      missed[i] = a == copy_answer::none ? 1 : 0;
+    }
+  });
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (missed[i] == 0) continue;
+    miss_keys[m] = keys[i];
+    miss_at[m++] = static_cast<std::uint32_t>(i);
+  }
+  host::route_sorted(l.view(), miss_keys, nullptr, nullptr, m, 0, out, sp.cpu_work);
+  for (std::size_t i = 0; i < m; ++i) out.positions[i] = miss_at[out.positions[i]];
+  return m;
+}
+
+// The stand-in's route of a batch with types (writes, or lower_bounds), as
+// the GPU's: routed whole, each sorted row judged (copy_sorted_row;
+// verdicts in sp.found, answer keys by batch position in `keys`), the
+// patches written, then the rows left compacted in place, groups with them.
+std::size_t standin_typed(prepared& p, host::host_copies& standin, key_type* keys, routed_batch_view& out) {
+  const inner_layout& l = *p.version;
+  const std::size_t n = p.n;
+  const batch& b = p.j->ops;
+  host::route_sorted(l.view(), b.keys(), b.args(), reinterpret_cast<const std::uint8_t*>(b.types()), n, 0, out,
+                     p.space->cpu_work);
+  std::uint8_t* rows = p.space->found.get(n);
+  const leaf_id* ids = l.leaf_ids().data();
+  const host::host_copies& c = standin;
+  value_type* values = p.columns->values;
+  std::uint8_t* found = p.columns->found;
+  auto each_group = [&](auto&& f) {
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, out.groups, 16), [&](const tbb::blocked_range<std::size_t>& r) {
+      for (std::size_t g = r.begin(); g < r.end(); ++g) {
+        const leaf_id id = ids[out.group_ordinal[g]];
+        const leaf_copy e = c.entry_of(id);
+        for (std::uint32_t s = out.group_begin[g]; s < out.group_begin[g + 1]; ++s) f(id, e, s);
+      }
+    });
+  };
+  each_group([&](leaf_id id, const leaf_copy& e, std::uint32_t s) {
+    value_type v = 0;
+    std::uint8_t f = 0;
+    key_type k = 0;
+    const copy_row r = copy_sorted_row(out.keys, out.types, s, e, c.pool(), &v, &f, &k);
+    rows[s] = static_cast<std::uint8_t>(r);
+    if (r != copy_row::answered) return;
+    values[out.positions[s]] = v;
+    found[out.positions[s]] = f;
+    keys[out.positions[s]] = k;
+    c.count_hit(id);
+  });
+  each_group([&](leaf_id, const leaf_copy& e, std::uint32_t s) {
+    if (rows[s] != static_cast<std::uint8_t>(copy_row::patched) || !copy_last_put(out.keys, out.types, s, n)) {
+      return;
+    }
+    bool speaks = false;
+    const std::uint64_t at = copy_find(e, c.pool(), out.keys[s], &speaks);
+    if (at != no_copy_entry) standin.patch(at, out.args[s]);
+  });
+  std::size_t m = 0;
+  std::size_t groups = 0;
+  for (std::size_t g = 0; g < out.groups; ++g) {
+    const std::uint32_t lo = out.group_begin[g];
+    const std::uint32_t hi = out.group_begin[g + 1];
+    const std::uint32_t ordinal = out.group_ordinal[g];
+    const std::size_t first = m;
+    for (std::uint32_t s = lo; s < hi; ++s) {
+      if (rows[s] == static_cast<std::uint8_t>(copy_row::answered)) continue;
+      out.positions[m] = out.positions[s];
+      out.keys[m] = out.keys[s];
+      out.args[m] = out.args[s];
+      out.types[m] = static_cast<std::uint8_t>(
+          out.types[s] | (rows[s] == static_cast<std::uint8_t>(copy_row::patched) ? copy_patched_bit : 0));
+      ++m;
+    }
+    if (m == first) continue;
+    out.group_begin[groups] = static_cast<std::uint32_t>(first);
+    out.group_ordinal[groups++] = ordinal;
+  }
+  out.group_begin[groups] = static_cast<std::uint32_t>(m);
+  out.groups = groups;
+  return m;
+}
 
 }  // namespace
 
@@ -78,26 +180,45 @@ void index::impl::open_cache() {
   }
 }
 
-// A gets-only batch answered from the leaf copies first (the GPU's, or the
-// host stand-in's), the rest routed into the final route with batch
-// positions. Returns false, having done nothing the usual route redoes,
-// when the copies are not used.
+// A batch of gets, or of point ops with writes, answered from the leaf
+// copies first (the GPU's, or the host stand-in's): its gets a copy speaks
+// for are answered, its puts of keys a copy holds written into the copy
+// too (core/leaf_copy.hpp, copy_row), and the rest routed into the final
+// route with batch positions. Returns false, having done nothing the usual
+// route redoes, when the copies are not used.
 bool index::impl::route_from_copies(prepared& p, double share) {
-  if (!cache_ || !p.gets_only || copies_off_.load() != 0) return false;
+  if (!cache_ || copies_off_.load() != 0) return false;
+  const auto& by_type = p.info.ops_by_type;
+  auto ops = [&](op_type t) { return by_type[static_cast<std::size_t>(t)]; };
+  const std::size_t gets = ops(op_type::get);
+  // Gets alone, point ops with writes, or gets and lower_bounds (sorted and
+  // judged whole: with_types); scans, counts, and lower_bounds beside
+  // writes take the usual route.
+  const bool with_types = !p.gets_only;
+  if (with_types && gets + ops(op_type::put) + ops(op_type::insert) + ops(op_type::erase) != p.n &&
+      gets + ops(op_type::lower_bound) != p.n) {
+    return false;
+  }
+  const std::size_t lookups = gets + ops(op_type::lower_bound);
   const batch& b = p.j->ops;
   const std::size_t n = b.size();
+  const auto* types = reinterpret_cast<const std::uint8_t*>(b.types());
   route_space& sp = *p.space;
   route_report& info = p.info;
   value_type* values = p.columns->values;
   std::uint8_t* found = p.columns->found;
-  routed_batch_view out = sp.final_route.view(n, false);
+  routed_batch_view out = sp.final_route.view(n, with_types);
+  key_type* answer_keys = with_types ? sp.copy_keys.get(n) : nullptr;
   if (gpu_) {
-    // As the GPU route would take the batch: whole, on the GPU.
-    if (degraded_.load() || n < cfg_.min_gpu_batch || share <= 0) return false;
+    // As the GPU route would take the batch: whole, on the GPU, fully sorted.
+    if (degraded_.load() || n < cfg_.min_gpu_batch || share <= 0 ||
+        cfg_.gpu_order != gpu_query_order::full_sort) {
+      return false;
+    }
     // A batch whose gets mostly miss runs faster by the usual route (its
     // answers go back in batch order on the GPU beside the next batch,
     // where here the host puts the misses' answers in place): it is taken
-    // while current copies held under 40% of the last batch's gets, as
+    // while current copies held under 75% of the last batch's gets, as
     // counted by its hits or, routed the usual way, by its gets' leaves
     // (note_heat). The host stand-in, there for tests, always looks.
     if (copies_rate_.load() < min_hit_permille) return false;
@@ -119,10 +240,12 @@ bool index::impl::route_from_copies(prepared& p, double share) {
     device::route_timing t;
     std::size_t routed = 0;
     try {
-      routed = gpu_->route_cached(b.keys(), n, values, found, out, &t);
+      routed = with_types ? gpu_->route_cached(b.keys(), b.args(), types, n, values, found, answer_keys, out, &t)
+                          : gpu_->route_cached(b.keys(), n, values, found, out, &t);
     } catch (const std::exception&) {
       note_gpu_failure();
       info.gpu_failed = true;
+      if (with_types) cache_->clear();  // its puts may be in the copies, and will not be in the leaves
       return false;  // routed whole, by the usual route
     }
     p.version = std::move(on_gpu);
@@ -131,63 +254,39 @@ bool index::impl::route_from_copies(prepared& p, double share) {
     observe_rates(info);
     p.routed = routed;
   } else {
-    // The stand-in: each get's leaf by the layout, then its copy; the
-    // misses (flagged in sp.found, free until the leaf phase) routed.
     const auto t0 = clock_type::now();
-    const inner_layout& l = *p.version;
-    const key_type* keys = b.keys();
-    std::uint8_t* missed = sp.found.get(n);
-    key_type* miss_keys = sp.cpu_side.keys.get(n);
-    std::uint32_t* miss_at = sp.cpu_side.positions.get(n);
-    std::size_t m = 0;
     std::lock_guard<std::mutex> turn(standin_turn_);
     cache_->drain(*copies_);
     run_in_arena([&] {
-      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 4096), [&](const tbb::blocked_range<std::size_t>& r) {
-        const leaf_id* ids = l.leaf_ids().data();
-        for (std::size_t i = r.begin(); i < r.end(); ++i) {
-          value_type v = 0;
-          const copy_answer a = standin_->get(ids[l.find(keys[i])], keys[i], &v);
-          values[i] = v;
-          found[i] = a == copy_answer::found ? 1 : 0;
-          missed[i] = a == copy_answer::none ? 1 : 0;
-        }
-      });
-      for (std::size_t i = 0; i < n; ++i) {
-        if (missed[i] == 0) continue;
-        miss_keys[m] = keys[i];
-        miss_at[m++] = static_cast<std::uint32_t>(i);
-      }
-      host::route_sorted(l.view(), miss_keys, nullptr, nullptr, m, 0, out, sp.cpu_work);
-      for (std::size_t i = 0; i < m; ++i) out.positions[i] = miss_at[out.positions[i]];
+      p.routed = with_types ? standin_typed(p, *standin_, answer_keys, out) : standin_gets(p, *standin_, out);
     });
     info.cpu_seconds = seconds_since(t0);
     info.cpu_keys = n;
-    p.routed = m;
   }
   p.routes = out;
   p.from_copies = true;
   p.copy_hits = n - p.routed;
-  copy_lookups_.fetch_add(n);
+  copy_lookups_.fetch_add(lookups);
   copy_hits_.fetch_add(p.copy_hits);
-  last_copy_lookups_.store(n);
+  last_copy_lookups_.store(lookups);
   last_copy_hits_.store(p.copy_hits);
   p.bytes.route = n * (sizeof(key_type) + sizeof(value_type) + 1) +
                   p.routed * (sizeof(std::uint32_t) + sizeof(key_type));
+  if (with_types) p.bytes.route += n * (sizeof(value_type) + 1) + p.routed * (sizeof(value_type) + 1);
   note_heat(p);
   return true;
 }
 
-// The gets of a routed gets-only batch that no copy answered heat their
-// leaves (leaf_cache::note_misses).
+// The gets of a routed batch that no copy answered heat their leaves
+// (leaf_cache::note_misses); what share of its gets current copies held
+// (answered, or would have) decides whether the next batches look.
 void index::impl::note_heat(prepared& p) {
-  if (!cache_ || copies_off_.load() != 0 || !p.gets_only || p.n == 0) return;
+  if (!cache_ || copies_off_.load() != 0 || p.n == 0) return;
   if (gpu_ && p.n < cfg_.min_gpu_batch) return;  // a batch that never reads the GPU's copies
-  if (p.routed == 0) {
-    copies_rate_.store(1000);
-    slotted_rate_.store(1000);
-    return;
-  }
+  // Gets and lower_bounds: the lookups a copy may answer.
+  const std::size_t gets = p.info.ops_by_type[static_cast<std::size_t>(op_type::get)] +
+                           p.info.ops_by_type[static_cast<std::size_t>(op_type::lower_bound)];
+  if (gets == 0) return;
   const routed_batch_view& r = p.routes;
   route_space& sp = *p.space;
   std::vector<leaf_id>& ids = sp.miss_ids;
@@ -196,16 +295,23 @@ void index::impl::note_heat(prepared& p) {
     ids.resize(r.groups);
     counts.resize(r.groups);
     const leaf_id* by_ordinal = p.version->leaf_ids().data();
+    std::size_t m = 0;
     for (std::size_t g = 0; g < r.groups; ++g) {
-      ids[g] = by_ordinal[r.group_ordinal[g]];
-      counts[g] = r.group_begin[g + 1] - r.group_begin[g];
+      std::uint32_t c = r.group_begin[g + 1] - r.group_begin[g];
+      if (!p.gets_only) {  // the group's lookups (a patched write's type carries copy_patched_bit)
+        c = 0;
+        for (std::uint32_t i = r.group_begin[g]; i < r.group_begin[g + 1]; ++i) {
+          const auto t = static_cast<op_type>(r.types[i] & ~copy_patched_bit);
+          c += t == op_type::get || t == op_type::lower_bound ? 1 : 0;
+        }
+        if (c == 0) continue;
+      }
+      ids[m] = by_ordinal[r.group_ordinal[g]];
+      counts[m++] = c;
     }
-    const host::leaf_cache::miss_report got = cache_->note_misses(ids.data(), counts.data(), r.groups);
-    // The gets a copy answered count as held by current copies (their
-    // leaves hold slots).
-    const std::size_t n = p.n;
-    copies_rate_.store(static_cast<std::uint32_t>((p.copy_hits + got.current) * 1000 / n));
-    slotted_rate_.store(static_cast<std::uint32_t>((p.copy_hits + got.slotted) * 1000 / n));
+    const std::size_t current = cache_->note_misses(ids.data(), counts.data(), m);
+    // The gets a copy answered count as held by current copies.
+    copies_rate_.store(static_cast<std::uint32_t>((p.copy_hits + current) * 1000 / gets));
   } catch (const std::bad_alloc&) {  // heat is a hint: the batch goes on
   }
 }
@@ -219,42 +325,76 @@ void index::impl::fail_copies(const char* what) {
   copies_off_.store(1);
 }
 
-// Claims the leaves a routed batch's writes go to (leaf_cache::claim):
-// called before the next batch is routed.
-void index::impl::claim_writes(const prepared& p) {
-  if (!cache_ || copies_off_.load() != 0 || p.gets_only || p.routed == 0 || p.routes.types == nullptr) return;
+// Claims the leaves a routed batch's writes go to (leaf_cache::claim),
+// but for those whose copies took every write (patched: the bit comes off
+// the routed types here, before the leaf phase reads them): called before
+// the next batch is routed.
+void index::impl::claim_writes(prepared& p) {
+  if (!cache_ || p.gets_only || p.routed == 0 || p.routes.types == nullptr) return;
   const routed_batch_view& r = p.routes;
   const leaf_id* by_ordinal = p.version->leaf_ids().data();
   std::vector<leaf_id>& ids = p.space->miss_ids;  // free until the batch's own heat, which has no writes
+  std::vector<leaf_id>& kept = p.space->patched_ids;
   ids.clear();
-  const auto* types = reinterpret_cast<const op_type*>(r.types);
+  kept.clear();
+  std::uint8_t* types = r.types;
   for (std::size_t g = 0; g < r.groups; ++g) {
+    bool wrote = false;
+    bool all_taken = true;
     for (std::uint32_t i = r.group_begin[g]; i < r.group_begin[g + 1]; ++i) {
-      if (writes(types[i])) {
-        ids.push_back(by_ordinal[r.group_ordinal[g]]);
-        break;
+      const std::uint8_t t = types[i];
+      if ((t & copy_patched_bit) != 0) {
+        types[i] = static_cast<std::uint8_t>(t & ~copy_patched_bit);
+        wrote = true;
+      } else if (writes(static_cast<op_type>(t))) {
+        wrote = true;
+        all_taken = false;
+        if (!p.from_copies) break;  // no bits to take off
       }
     }
+    if (wrote) (all_taken ? kept : ids).push_back(by_ordinal[r.group_ordinal[g]]);
   }
   cache_->claim(ids.data(), ids.size(), p.sequence);
+  if (!kept.empty()) {
+    cache_->patched(kept.data(), kept.size(), p.sequence);
+    p.patched_copies = true;
+  }
 }
 
-// After a gets-only batch's leaf phase (leaf_cache::sync).
+// A batch whose route wrote puts into the copies failed before its leaf
+// phase wrote them: no copy is read before a fill makes them again, and a
+// `next` batch routed from them meanwhile is routed again.
+void index::impl::forget_patches(prepared* next) {
+  cache_->clear();
+  if (next == nullptr || !next->from_copies || next->failure) return;
+  next->from_copies = false;
+  next->copy_hits = 0;
+  next->patched_copies = false;
+  try {
+    route_and_claim(*next);
+  } catch (...) {
+    next->failure = std::current_exception();
+  }
+}
+
+// After a routed batch's leaf phase (leaf_cache::sync): the leaves its
+// gets missed are copied from the leaves as it left them, for the next
+// batches that look.
 void index::impl::sync_copies(prepared& p) {
-  // After every routed gets-only batch: those that did not look in the
-  // copies stage theirs for the next one that does.
-  if (!cache_ || copies_off_.load() != 0 || !p.gets_only) return;
+  if (!cache_ || copies_off_.load() != 0) return;
   if (gpu_ && p.n < cfg_.min_gpu_batch) return;  // small batches keep their latency
-  // Slots all taken by leaves that few gets go to (a uniform workload with
-  // a small cache): syncs could only trade a few slots between leaves alike
-  // in heat, so most are passed over. Copies of leaves that hold slots but
-  // were written (slotted, not current) are made at every sync.
-  if (gpu_ && slotted_rate_.load() < min_hit_permille && cache_->full() &&
-      syncs_passed_.fetch_add(1) % cold_sync_every != 0) {
+  // Slots all taken, and the last sync found no leaf to copy (a uniform
+  // workload with a small cache: the leaves that miss are no hotter than
+  // those in the slots): the next few syncs are passed over, as they would
+  // only spend the dispatcher's time.
+  if (gpu_ && quiet_syncs_.load() > 0 && cache_->full()) {
+    quiet_syncs_.fetch_sub(1);
     return;
   }
   try {
-    last_synced_bytes_.store(cache_->sync(store_, p.sequence, sync_budget_bytes));
+    const std::size_t staged = cache_->sync(store_, p.sequence, sync_budget_bytes);
+    last_synced_bytes_.store(staged);
+    if (staged == 0) quiet_syncs_.store(quiet_after_idle_sync);
   } catch (const std::bad_alloc&) {  // the batch happened; copies come with a later one
   }
 }
@@ -267,7 +407,7 @@ void index::impl::refill_copies() {
   const std::size_t live = store_.live_leaves();
   const std::uint32_t rate = live <= cache_->slots() ? 1000 : 0;  // what the copies will hold
   copies_rate_.store(rate);
-  slotted_rate_.store(rate);
+  quiet_syncs_.store(0);
   // By default (gpu_cache_auto) the copies serve an index whose leaves all
   // fit: with a part of them cached, batches ran slower than with none
   // (docs/performance.md, "The leaf cache"). A later load or compaction

@@ -33,6 +33,20 @@
 namespace tandem {
 namespace {
 
+/// The keys of the lower_bounds a batch's route answered from the leaf
+/// copies (route_space::copy_keys), into its key column or the caller's
+/// array; the host writes those of the rest after.
+void copy_lower_bound_keys(prepared& p) {
+  if (!p.from_copies || p.info.ops_by_type[static_cast<std::size_t>(op_type::lower_bound)] == 0) return;
+  key_type* out = p.j->in_place ? p.j->keys_out : p.result_keys.data();
+  if (out == nullptr) return;
+  const auto* types = p.j->ops.types();
+  const key_type* keys = p.space->copy_keys.data();
+  for (std::size_t i = 0; i < p.n; ++i) {
+    if (types[i] == op_type::lower_bound) out[i] = keys[i];
+  }
+}
+
 /// Per-op errors for the scans the leaf phase refused for the output cap,
 /// merged into p.errors (sorted by op index).
 void add_refused_scan_errors(prepared& p, const std::vector<host::refused_scan>& refused, std::size_t cap_bytes) {
@@ -64,6 +78,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   if (p.from_copies && p.routed == 0) {  // every get answered from the leaf copies
     make_member_results(p);
     p.result_keys = p.j->ops.take_keys();
+    copy_lower_bound_keys(p);
     const auto t0 = clock_type::now();
     sync_copies(p);
     p.times.sync = seconds_since(t0);
@@ -138,6 +153,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   p.result_keys = p.j->ops.take_keys();
   // lower_bound's keys: into the result's key column, or the caller's array.
   key_type* found_keys = p.j->in_place ? p.j->keys_out : p.result_keys.data();
+  copy_lower_bound_keys(p);  // those the copies answered; the host's below
   p.bytes.complete = n * (sizeof(std::uint32_t) + 2 * (sizeof(value_type) + 1)) +
                      (found_keys ? host::write_lower_bound_keys(leaf_ws_, in, found_keys) : 0);
   p.times.complete = seconds_since(t0);

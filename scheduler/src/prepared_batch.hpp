@@ -76,9 +76,11 @@ struct route_space {
   std::vector<key_type> range_sample;     // route_gpu_ranges: sampled keys, then each range's first key
   std::vector<key_type> range_lows;
   std::vector<leaf_id> miss_ids;  // route_from_copies: each missed leaf, and its gets
+  std::vector<leaf_id> patched_ids;  // claim_writes: leaves whose copies took all their writes
   std::vector<std::uint32_t> miss_counts;
   scheduler::host_array<value_type> answers;     // leaf-phase answers in routed order
   scheduler::host_array<std::uint8_t> found;
+  scheduler::host_array<key_type> copy_keys;  // route_from_copies: answer keys by batch position
   // Per batch position: the scan's entry of batch::scans() (scan ops only).
   scheduler::host_array<std::uint32_t> scan_slot;
   // The batch's write ops for its redo log record (gather_log_ops), when it
@@ -92,6 +94,7 @@ struct route_space {
     cpu_side.set_kind(k);
     answers.set_kind(k);
     found.set_kind(k);
+    copy_keys.set_kind(k);
   }
   /// Gives back every array (the next batch allocates again).
   void release() noexcept {
@@ -100,6 +103,7 @@ struct route_space {
     cpu_side.release();
     answers.release();
     found.release();
+    copy_keys.release();
     scan_slot.release();
     log_types.release();
     log_keys.release();
@@ -110,6 +114,7 @@ struct route_space {
     range_sample = {};
     range_lows = {};
     miss_ids = {};
+    patched_ids = {};
     miss_counts = {};
   }
 };
@@ -143,6 +148,7 @@ struct prepared {
   std::size_t routed = 0;  // ops in `routes`: n, or those no leaf copy answered
   bool from_copies = false;  // its gets were looked up in the leaf copies first
   std::size_t copy_hits = 0;  // gets answered from the leaf copies
+  bool patched_copies = false;  // its route wrote puts into copies that stay usable
   bool gets_only = false;
   bool direct = false;  // gets answered directly, not routed (config.direct_get_ops)
   stage_times times;
@@ -176,6 +182,7 @@ struct prepared {
     routed = 0;
     from_copies = false;
     copy_hits = 0;
+    patched_copies = false;
     gets_only = false;
     direct = false;
     times = {};

@@ -90,11 +90,13 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
     stats_.cache_hits = copy_hits_.load();
     stats_.cache_last_lookups = last_copy_lookups_.load();
     stats_.cache_last_hits = last_copy_hits_.load();
+    stats_.cache_held = copies_rate_.load() / 1000.0;
     stats_.cache_copies = c.copies;
     stats_.cache_synced_bytes = c.synced_bytes;
     stats_.cache_last_synced_bytes = last_synced_bytes_.load();
     stats_.cache_evictions = c.evictions;
     stats_.cache_claims = c.claims;
+    stats_.cache_patched = c.patched;
   }
   stats_.gpu_budget_bytes = cfg_.max_gpu_bytes;
   stats_.gpu_route_keys = route_keys_.load();

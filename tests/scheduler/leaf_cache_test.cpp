@@ -7,6 +7,7 @@
 // (host::leaf_cache): claims, syncs and drains in the orders the pipeline
 // may run them.
 #include <tandem/host/leaf_cache.hpp>
+#include <tandem/scheduler/testing.hpp>
 #include <tandem/tandem.hpp>
 
 #include "support/batches.hpp"
@@ -16,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
+#include <new>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -42,6 +45,7 @@ struct outcome {
   std::uint64_t hits = 0;
   std::uint64_t evictions = 0;
   std::string where;
+  std::uint64_t patched = 0;
 };
 
 outcome run(room r, key_pattern pattern, std::uint64_t seed, bool gpu) {
@@ -68,12 +72,25 @@ outcome run(room r, key_pattern pattern, std::uint64_t seed, bool gpu) {
   writes.put = 30;
   writes.insert = 20;
   writes.erase = 30;
+  test::batch_mix points;  // point ops alone: routed from the copies, puts written into them
+  points.get = 50;
+  points.put = 35;
+  points.insert = 5;
+  points.erase = 5;
+  points.lower_bound = points.scan = points.count = 0;
+  test::batch_mix reads;  // gets and lower_bounds: answered from the copies too
+  reads.get = reads.lower_bound = 50;
+  reads.put = reads.insert = reads.erase = reads.scan = reads.count = 0;
   for (std::size_t b = 0; b < 60; ++b) {
     const std::string where = "batch " + std::to_string(b);
     const std::size_t kind = rng() % 10;
     batch bt;
-    if (kind < 6) {
+    if (kind < 4) {
       bt = gets(keys, 1 + rng() % 20'000);
+    } else if (kind < 5) {
+      bt = test::random_batch(keys, 1 + rng() % 20'000, reads);
+    } else if (kind < 8) {
+      bt = test::random_batch(keys, 1 + rng() % 20'000, points);
     } else {
       bt = test::random_batch(keys, 1 + rng() % 20'000, writes);
     }
@@ -110,12 +127,12 @@ outcome run(room r, key_pattern pattern, std::uint64_t seed, bool gpu) {
   EXPECT_NO_THROW(idx.verify());
   const stats s = idx.stats();
   EXPECT_EQ(s.cache, r == room::none ? "off" : gpu ? "gpu" : "host");
-  return {s.cache_hits, s.cache_evictions, {}};
+  return {s.cache_hits, s.cache_evictions, {}, s.cache_patched};
 }
 
 class LeafCacheDifferential : public ::testing::TestWithParam<std::tuple<room, key_pattern>> {};
 
-/// On the GPU, a few slots may see no hit: a batch under 40% hits sends
+/// On the GPU, a few slots may see no hit: a batch under 75% hits sends
 /// the next ones the usual way.
 void expect_cache_used(room r, key_pattern pattern, const outcome& o, bool gpu) {
   if (r == room::none) {
@@ -124,6 +141,9 @@ void expect_cache_used(room r, key_pattern pattern, const outcome& o, bool gpu) 
   }
   if (gpu && r == room::few) return;
   EXPECT_GT(o.hits, 0u) << "no get was answered from the copies";
+  if (r == room::all && pattern != key_pattern::edges) {  // (there, every batch erases in the one leaf)
+    EXPECT_GT(o.patched, 0u) << "no batch's puts were written into the copies";
+  }
   if (r == room::few && pattern != key_pattern::edges) {  // the edge keys fill one leaf
     EXPECT_GT(o.evictions, 0u) << "three slots and no eviction";
   }
@@ -184,6 +204,154 @@ TEST(LeafCache, LoadCopiesEverythingThatFits) {
   EXPECT_EQ(s.cache_last_lookups, b.size());
   EXPECT_EQ(s.cache_last_hits, b.size());
   EXPECT_EQ(s.leaf_line_ops, before.leaf_line_ops) << "an all-hit batch read host leaves";
+}
+
+// A batch of gets and puts is answered from the copies and writes its puts
+// into them: gets before a put of their key see the old value, gets after
+// it the new one (from the host), and the next batch's gets all hit the
+// copies, with the batch's last values. An erase in a leaf claims it.
+void writes_into_copies(bool gpu) {
+  config cfg;
+  cfg.direct_get_ops = 0;
+  cfg.caller_runs = false;
+  cfg.gpu_cache_bytes = slot_bytes(1000);
+  if (gpu) {
+    cfg.device = device_kind::gpu;
+    cfg.min_gpu_batch = 0;
+    cfg.gpu_share = 1.0;
+  } else {
+    cfg.device = device_kind::cpu;
+  }
+  tandem::index idx(cfg);
+  test::index_model model;
+  std::vector<entry> pairs;
+  for (key_type k = 0; k < 50'000; ++k) pairs.push_back({k * 7, k});
+  pairs.push_back({max_key, 1});
+  model.load(idx, pairs);
+  batch b;
+  for (key_type k = 0; k < 50'000; k += 3) {
+    b.get(k * 7).put(k * 7, k + 1).get(k * 7).put(k * 7, k + 2).get(k * 7 + 1).get(k * 7);
+  }
+  b.get(max_key).put(max_key, 5).get(0).put(0, 9).get(max_key);
+  const stats before = idx.stats();
+  ASSERT_EQ(model.check(b, idx.execute(b), "gets and puts"), 0u);
+  const stats after = idx.stats();
+  EXPECT_GT(after.cache_patched, before.cache_patched);
+  EXPECT_EQ(after.cache_claims, before.cache_claims) << "puts of present keys claimed leaves";
+  EXPECT_GT(after.cache_last_hits, 0u);
+  EXPECT_LT(after.cache_last_hits, after.cache_last_lookups) << "gets after a put of their key came from a copy";
+  batch g;
+  for (key_type k = 0; k < 50'000; ++k) g.get(k * 7);
+  g.get(max_key);
+  ASSERT_EQ(model.check(g, idx.execute(g), "gets after"), 0u);
+  EXPECT_EQ(idx.stats().cache_last_hits, g.size()) << "a copy the puts were written into was not current";
+  batch e;
+  e.put(7, 3).erase(14).get(7).get(14);
+  ASSERT_EQ(model.check(e, idx.execute(e), "put and erase"), 0u);
+  EXPECT_GT(idx.stats().cache_claims, after.cache_claims);
+  ASSERT_EQ(model.check(g, idx.execute(g), "gets after the erase"), 0u);
+  EXPECT_NO_THROW(idx.verify());
+}
+
+// Lower_bounds of a batch without writes are answered from the copies
+// too, at the edges as well: lower_bound(0), and past the last key of all
+// (none, key 0). (One whose answer lies in a later leaf, past a gap that
+// erases left, goes to the host: the differential tests cover it.)
+void lower_bounds_from_copies(bool gpu) {
+  config cfg;
+  cfg.direct_get_ops = 0;
+  cfg.caller_runs = false;
+  cfg.gpu_cache_bytes = slot_bytes(1000);
+  if (gpu) {
+    cfg.device = device_kind::gpu;
+    cfg.min_gpu_batch = 0;
+    cfg.gpu_share = 1.0;
+  } else {
+    cfg.device = device_kind::cpu;
+  }
+  tandem::index idx(cfg);
+  test::index_model model;
+  std::vector<entry> pairs;
+  for (key_type k = 1; k < 50'000; ++k) pairs.push_back({k * 7, k});
+  model.load(idx, pairs);
+  batch b;
+  for (key_type k = 0; k < 50'000; ++k) b.lower_bound(k * 7 + k % 3).get(k * 7 + 1);
+  b.lower_bound(0).lower_bound(max_key).lower_bound(49'999 * 7 + 1).get(max_key);
+  ASSERT_EQ(model.check(b, idx.execute(b), "lower_bounds and gets"), 0u);
+  const stats s = idx.stats();
+  EXPECT_EQ(s.cache_last_lookups, b.size());
+  EXPECT_EQ(s.cache_last_hits, s.cache_last_lookups) << "a lower_bound or get was not answered there";
+}
+
+TEST(LeafCache, LowerBoundsFromCopies) { lower_bounds_from_copies(false); }
+
+TEST(LeafCache, GpuLowerBoundsFromCopies) {
+  TANDEM_REQUIRE_GPU();
+  lower_bounds_from_copies(true);
+}
+
+TEST(LeafCache, WritesIntoCopies) { writes_into_copies(false); }
+
+TEST(LeafCache, GpuWritesIntoCopies) {
+  TANDEM_REQUIRE_GPU();
+  writes_into_copies(true);
+}
+
+// A batch whose puts went into the copies and that then fails (its leaf
+// phase's memory, for every n in turn) leaves no trace: the batch routed
+// from the copies behind it, and every later one, sees the index without
+// its puts.
+TEST(LeafCache, FailedBatchLeavesNoPutsInTheCopies) {
+  struct disarm {
+    ~disarm() { tandem::detail::index_access::disarm_allocation_fault(); }
+  } guard;
+  std::vector<entry> pairs;
+  for (key_type k = 0; k < 20'000; ++k) pairs.push_back({k * 7, k});
+  batch b;
+  batch g;
+  for (key_type k = 0; k < 20'000; k += 2) {
+    b.get(k * 7).put(k * 7, k + 100);
+    g.get(k * 7);
+  }
+  std::size_t failed = 0;
+  for (std::uint64_t n = 1; n <= 200; ++n) {
+    config cfg;
+    cfg.device = device_kind::cpu;
+    cfg.threads = 2;
+    cfg.direct_get_ops = 0;
+    cfg.caller_runs = false;
+    cfg.gpu_cache_bytes = slot_bytes(1000);
+    tandem::index idx(cfg);
+    test::index_model model;
+    model.load(idx, pairs);
+    test::index_model after = model;
+    tandem::detail::index_access::fail_nth_allocation(n);
+    std::future<batch_result> fb = idx.submit(b);
+    std::future<batch_result> fg = idx.submit(g);
+    bool b_failed = false;
+    batch_result rb;
+    try {
+      rb = fb.get();
+    } catch (const std::bad_alloc&) {
+      b_failed = true;
+    }
+    const bool fired = tandem::detail::index_access::disarm_allocation_fault() == 0;
+    const std::string where = "n = " + std::to_string(n);
+    if (!b_failed) {
+      ASSERT_EQ(after.check(b, rb, where), 0u);
+    }
+    test::index_model& now = b_failed ? model : after;
+    try {
+      const batch_result rg = fg.get();
+      ASSERT_EQ(now.check(g, rg, where + ", the batch behind"), 0u);
+    } catch (const std::bad_alloc&) {  // the fault hit the batch behind instead
+    }
+    ASSERT_EQ(now.check(g, idx.execute(g), where + ", a later batch"), 0u);
+    EXPECT_NO_THROW(idx.verify()) << where;
+    failed += b_failed ? 1 : 0;
+    if (!fired) break;
+  }
+  EXPECT_GT(failed, 0u) << "no allocation of the batch failed";
 }
 
 // ---- the bookkeeping alone -------------------------------------------------
@@ -256,6 +424,39 @@ TEST(LeafCacheBook, SyncOfAnEarlierBatchDoesNotRemakeALaterClaim) {
   EXPECT_EQ(t.sync(2), 0u);
   t.cache.drain(t.copies);
   EXPECT_EQ(t.at_low(id), copy_answer::none);
+}
+
+TEST(LeafCacheBook, PatchedCopyStaysUsableAndNoEarlierSyncRemakesIt) {
+  book t(5'000, 8);
+  const leaf_id id = second_leaf(t.store);
+  t.miss(id, 1);
+  t.sync(1);
+  t.cache.drain(t.copies);  // the drain before batch 3's route, which wrote its puts into the copy
+  t.cache.patched(&id, 1, 3);
+  EXPECT_FALSE(t.cache.pending());
+  EXPECT_EQ(t.at_low(id), copy_answer::found);
+  EXPECT_EQ(t.cache.counters().patched, 1u);
+  t.cache.claim(&id, 1, 4);  // then batch 4 erases there; batch 2's sync comes late
+  t.miss(id, 1);
+  EXPECT_EQ(t.sync(2), 0u);
+}
+
+TEST(LeafCacheBook, SlotTakenBetweenARoutesDrainAndItsPatchesStaysTaken) {
+  book t(5'000, 1);
+  const leaf_id id = second_leaf(t.store);
+  const leaf_id hot = t.store[id].right;
+  t.miss(id, 1);
+  t.sync(1);
+  t.cache.drain(t.copies);  // batch 3's route reads the copy and writes its puts into it
+  // Batch 2's sync gives the one slot to a hotter leaf before batch 3's
+  // claims call the leaf patched: the slot is no longer its copy.
+  t.miss(hot, 5);
+  EXPECT_GT(t.sync(2), 0u);
+  t.cache.patched(&id, 1, 3);
+  t.cache.drain(t.copies);
+  EXPECT_EQ(t.cache.counters().evictions, 1u);
+  EXPECT_EQ(t.at_low(id), copy_answer::none);
+  EXPECT_EQ(t.at_low(hot), copy_answer::found);
 }
 
 TEST(LeafCacheBook, ClaimBetweenSyncAndDrainWins) {

@@ -210,15 +210,23 @@ struct stats {
   std::size_t cache_capacity_bytes = 0;  ///< bytes of the slots: at most this much of leaves is copied
   std::uint64_t cache_slots = 0;         ///< leaves the copies can hold at once
   std::uint64_t cached_leaves = 0;       ///< leaves whose copy is current
-  /// Gets of gets-only batches looked up in the copies, and those answered
-  /// there (found or absent), in all and in the latest such batch.
+  /// Gets of batches looked up in the copies (batches of gets, or of point
+  /// ops with writes), and those answered there (found or absent), in all
+  /// and in the latest such batch.
   std::uint64_t cache_lookups = 0, cache_hits = 0;
   std::uint64_t cache_last_lookups = 0, cache_last_hits = 0;
+  /// Share of the latest routed batch's gets whose leaf had a current copy
+  /// (answered there, or would have been had the batch looked). Batches
+  /// look in the copies while it is at least 0.75 (GPU); 1 after a load or
+  /// compaction that copies every leaf.
+  double cache_held = 0;
   std::uint64_t cache_copies = 0;        ///< leaf copies made (loads, admissions)
   std::uint64_t cache_synced_bytes = 0;  ///< bytes of entries copied for them, in all
   std::size_t cache_last_synced_bytes = 0;  ///< ... by the latest batch's sync
   std::uint64_t cache_evictions = 0;     ///< slots taken from one leaf for a hotter one
   std::uint64_t cache_claims = 0;        ///< current copies made unusable by writes
+  std::uint64_t cache_patched = 0;       ///< current copies kept current: a batch's writes to the leaf, puts of
+                                         ///< keys the copy held, written into it too
 
   /// Per batch: from submit until the dispatcher took it up (queue wait),
   /// and from then until its answer was handed over (execution).

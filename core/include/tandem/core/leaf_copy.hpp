@@ -18,6 +18,7 @@
 /// Threads: a copy is written only while no lookup reads the pool (the
 /// caller takes turns); lookups read it from any number of threads.
 
+#include <tandem/batch.hpp>
 #include <tandem/core/macros.hpp>
 #include <tandem/core/types.hpp>
 
@@ -42,13 +43,16 @@ enum class copy_answer : std::uint8_t {
   found = 2,   ///< the leaf holds it; the value was written
 };
 
-/// @brief Looks `key` up in the copy `c` over the pool `pool`.
-TANDEM_HD inline copy_answer copy_get(const leaf_copy& c, const entry* pool, key_type key,
-                                      value_type* value) noexcept {
-  if (c.usable == 0 || key < c.low || key > c.high) return copy_answer::none;
+/// No entry (copy_find).
+inline constexpr std::uint64_t no_copy_entry = ~std::uint64_t{0};
+
+/// @brief Where `key` is in the copy `c`: its pool index, or no_copy_entry
+///        (no usable copy speaks for the key, or the leaf holds no such
+///        key; `speaks` says which).
+/// @return the first of the copy's entries with a key >= `key` (count: none).
+TANDEM_HD inline std::uint32_t copy_lower_bound(const leaf_copy& c, const entry* pool, key_type key) noexcept {
   const entry* e = pool + c.offset;
-  // Lower bound by halving: the first entry with key >= the query.
-  std::uint32_t lo = 0;
+  std::uint32_t lo = 0;  // by halving
   std::uint32_t n = c.count;
   while (n > 0) {
     const std::uint32_t half = n / 2;
@@ -56,11 +60,103 @@ TANDEM_HD inline copy_answer copy_get(const leaf_copy& c, const entry* pool, key
     lo = right ? lo + half + 1 : lo;
     n = right ? n - half - 1 : half;
   }
-  if (lo < c.count && e[lo].key == key) {
-    *value = e[lo].value;
-    return copy_answer::found;
+  return lo;
+}
+
+TANDEM_HD inline std::uint64_t copy_find(const leaf_copy& c, const entry* pool, key_type key, bool* speaks) noexcept {
+  *speaks = c.usable != 0 && key >= c.low && key <= c.high;
+  if (!*speaks) return no_copy_entry;
+  const std::uint32_t lo = copy_lower_bound(c, pool, key);
+  return lo < c.count && pool[c.offset + lo].key == key ? c.offset + lo : no_copy_entry;
+}
+
+/// @brief Looks `key` up in the copy `c` over the pool `pool`.
+TANDEM_HD inline copy_answer copy_get(const leaf_copy& c, const entry* pool, key_type key,
+                                      value_type* value) noexcept {
+  bool speaks = false;
+  const std::uint64_t at = copy_find(c, pool, key, &speaks);
+  if (!speaks) return copy_answer::none;
+  if (at == no_copy_entry) return copy_answer::absent;
+  *value = pool[at].value;
+  return copy_answer::found;
+}
+
+// ---- a batch with writes (or lower_bounds), routed from the copies ---------
+//
+// Its ops are routed sorted by (key, position), so the ops of one key are
+// neighbours in batch order. Each row gets one of these:
+//   - a get with no write of its key before it in the batch, whose copy
+//     speaks for its key: answered from the copy (`answered`);
+//   - a lower_bound whose copy speaks for its key and holds a key at or
+//     past it (or is the last leaf's): answered from the copy. Only in
+//     batches without writes (a write of any key up to the answer would
+//     change it);
+//   - a put of a key the copy holds: its value is written into the copy as
+//     the host leaf's (`patched`; the host applies it too), by the batch's
+//     last put of that key only; an insert of a key the copy holds changes
+//     nothing, and counts as patched too;
+//   - anything else: the host leaf phase (`host`). The leaf of a write the
+//     copy did not take is claimed (its copy unusable).
+
+/// What a route does with a row of a batch with writes.
+enum class copy_row : std::uint8_t {
+  answered = 0,  ///< a get answered from the copy
+  host = 1,      ///< to the host leaf phase
+  patched = 2,   ///< a write to the host leaf phase that the copy takes too
+};
+
+/// A routed type with this bit set: a write its leaf's copy took (copy_row
+/// patched). The bit is cleared before the leaf phase reads the types.
+inline constexpr std::uint8_t copy_patched_bit = 0x80;
+
+TANDEM_HD inline bool copy_is_write(std::uint8_t t) noexcept {
+  const auto o = static_cast<op_type>(t);
+  return o == op_type::put || o == op_type::insert || o == op_type::erase;
+}
+
+/// @brief Row `s` of `n` rows sorted by (key, position), with types; `c`
+///        its leaf's table entry. A row answered writes value, found and
+///        the answer's key (batch_result's columns).
+TANDEM_HD inline copy_row copy_sorted_row(const key_type* keys, const std::uint8_t* types, std::size_t s,
+                                          const leaf_copy& c, const entry* pool, value_type* value,
+                                          std::uint8_t* found, key_type* found_key) noexcept {
+  const key_type key = keys[s];
+  const auto t = static_cast<op_type>(types[s]);
+  *found_key = key;
+  if (t == op_type::lower_bound) {
+    if (c.usable == 0 || key < c.low || key > c.high) return copy_row::host;
+    const std::uint32_t lo = copy_lower_bound(c, pool, key);
+    if (lo == c.count && c.high != max_key) return copy_row::host;  // the answer is in a later leaf
+    *found = lo < c.count ? 1 : 0;
+    *value = lo < c.count ? pool[c.offset + lo].value : 0;
+    *found_key = lo < c.count ? pool[c.offset + lo].key : 0;
+    return copy_row::answered;
   }
-  return copy_answer::absent;
+  if (t == op_type::get) {
+    for (std::size_t j = s; j > 0 && keys[j - 1] == key; --j) {
+      if (copy_is_write(types[j - 1])) return copy_row::host;  // sees a write of this batch
+    }
+    const copy_answer a = copy_get(c, pool, key, value);
+    if (a == copy_answer::none) return copy_row::host;
+    *found = a == copy_answer::found ? 1 : 0;
+    if (a == copy_answer::absent) *value = 0;
+    return copy_row::answered;
+  }
+  if (t != op_type::put && t != op_type::insert) return copy_row::host;
+  bool speaks = false;
+  return copy_find(c, pool, key, &speaks) != no_copy_entry ? copy_row::patched : copy_row::host;
+}
+
+/// @return whether row `s` is a put and its key's last in the batch (the
+///        one whose value a patched copy takes; a later erase claims the
+///        leaf, a later insert of the key, present then, changes nothing).
+TANDEM_HD inline bool copy_last_put(const key_type* keys, const std::uint8_t* types, std::size_t s,
+                                    std::size_t n) noexcept {
+  if (static_cast<op_type>(types[s]) != op_type::put) return false;
+  for (std::size_t j = s + 1; j < n && keys[j] == keys[s]; ++j) {
+    if (static_cast<op_type>(types[j]) == op_type::put) return false;
+  }
+  return true;
 }
 
 /// A run of entries to put in the pool: staged[from, from + count) to

@@ -28,8 +28,9 @@
 /// taken. `sync` admits the leaves with the most misses, within a byte
 /// budget, and when no slot is free takes one by CLOCK: the hand halves
 /// each slot's heat as it passes and takes the first slot less than half
-/// as hot as the leaf that wants it, at most slots / 1024 a sync (leaves
-/// alike in heat do not take turns in the slots).
+/// as hot as the leaf that wants it (leaves alike in heat do not take turns
+/// in the slots), at most slots / 16 a sync (a new hot set is in within
+/// about 16 syncs).
 ///
 /// Threads: every member may be called from any thread; they take turns on
 /// one mutex. `sync` reads the leaves it copies: the caller keeps them from
@@ -75,6 +76,15 @@ class host_copies final : public copy_target {
   /// @brief `copy_get` on leaf `id`'s copy (none past the table), counting
   ///        the answer as a hit of the leaf.
   copy_answer get(leaf_id id, key_type key, value_type* value) const noexcept;
+  /// @return leaf id's table entry (unusable past the table).
+  [[nodiscard]] leaf_copy entry_of(leaf_id id) const noexcept {
+    return id < table_.size() ? table_[id] : leaf_copy{};
+  }
+  [[nodiscard]] const entry* pool() const noexcept { return pool_.data(); }
+  /// @brief Counts a get answered from leaf id's copy (`get` counts its own).
+  void count_hit(leaf_id id) const noexcept { hits_[id].fetch_add(1, std::memory_order_relaxed); }
+  /// @brief pool[at].value = value (a put written into a copy).
+  void patch(std::uint64_t at, value_type value) noexcept { pool_[at].value = value; }
 
  private:
   std::vector<leaf_copy> table_;
@@ -92,6 +102,7 @@ struct leaf_cache_counters {
   std::uint64_t copies = 0;      ///< leaf copies made
   std::uint64_t synced_bytes = 0;  ///< bytes of entries staged for the copies, in all
   std::uint64_t claims = 0;      ///< copies made unusable by writes
+  std::uint64_t patched = 0;     ///< copies kept current by writes written into them
   std::uint64_t clears = 0;      ///< times every copy was dropped
   std::size_t target_bytes = 0;  ///< copy_target::bytes() after the latest drain
 };
@@ -110,18 +121,22 @@ class leaf_cache {
   /// @brief Batch `sequence` will write leaf `id`: its copy is unusable from
   ///        the next drain on, and no sync of an earlier batch remakes it.
   void claim(const leaf_id* ids, std::size_t n, std::uint64_t sequence);
+  /// @brief Batch `sequence`'s writes to leaf id were all written into its
+  ///        copy too (core/leaf_copy.hpp, copy_row::patched), by the route
+  ///        after the drain before it: the copy stays usable unless it was
+  ///        staged (or its slot given away) since that drain (then it goes:
+  ///        it may lack the batch's values); no sync of an earlier batch
+  ///        remakes it.
+  void patched(const leaf_id* ids, std::size_t n, std::uint64_t sequence);
   /// @brief The leaves' shape changed (split, merge): their copies go.
   ///        Allocates nothing (for the leaf phase past its writes).
   void drop(const leaf_id* ids, std::size_t n) noexcept;
   /// @brief Every copy goes (loads, compactions, leaf table rebuilds).
   void clear();
-  /// What note_misses found of the gets it was given.
-  struct miss_report {
-    std::size_t current = 0;  ///< their leaf has a current copy (a route that did not look: would-be hits)
-    std::size_t slotted = 0;  ///< their leaf holds a slot (its copy current or not)
-  };
   /// @brief Gets of one route that no copy answered, by leaf: heat.
-  miss_report note_misses(const leaf_id* ids, const std::uint32_t* counts, std::size_t n);
+  /// @return those of them whose leaf has a current copy (a route that did
+  ///         not look in the copies: its would-be hits)
+  std::size_t note_misses(const leaf_id* ids, const std::uint32_t* counts, std::size_t n);
   /// @return whether every slot is given to a leaf.
   [[nodiscard]] bool full() const;
 
@@ -157,7 +172,7 @@ class leaf_cache {
   std::size_t stage(const leaf_store& store, leaf_id id, std::uint32_t slot);
   std::uint32_t take_slot(std::uint32_t heat, std::size_t& evictions_left);
   /// A sync evicts at most slots / this (and at least one) copies.
-  static constexpr std::size_t evictions_per_sync_divisor = 1024;
+  static constexpr std::size_t evictions_per_sync_divisor = 16;
   void drain_locked(copy_target& target);
 
   mutable std::mutex mutex_;

@@ -2,8 +2,9 @@
 /// @file
 /// Kernels of the leaf copies (private to gpu_router): the lookup that
 /// answers gets from the copies (core/leaf_copy.hpp's copy_get, one
-/// implementation with the host stand-in) and the two that apply a
-/// copy_changes. Templates (header-only, as shuffle_kernels.cuh).
+/// implementation with the host stand-in), those of a batch with writes
+/// (copy_sorted_row: answered, patched, or left to the host, then the rows
+/// left compacted) and the two that apply a copy_changes. Templates (header-only, as shuffle_kernels.cuh).
 
 #include <tandem/core/leaf_copy.hpp>
 #include <tandem/core/types.hpp>
@@ -41,6 +42,101 @@ __global__ void copy_lookup_kernel(const key_type* __restrict__ keys, const std:
     found[i] = a == copy_answer::found ? 1 : 0;
     missed[i] = a == copy_answer::none ? 1 : 0;
     if (a != copy_answer::none && ((base + i) & 7) == 0) atomicAdd(hits + id, 8u);
+  }
+}
+
+/// Rows s < n of a batch with writes, sorted by (key, position), with their
+/// leaf ordinals and batch positions: copy_sorted_row's verdict in rows[s];
+/// a row answered writes values, found and found_keys at its batch
+/// position. One in eight answers counts 8 hits of its leaf.
+template <int Unused = 0>
+__global__ void copy_rows_kernel(const key_type* __restrict__ keys, const std::uint8_t* __restrict__ types,
+                                 const std::uint32_t* __restrict__ ordinals,
+                                 const std::uint32_t* __restrict__ positions, std::size_t n,
+                                 const leaf_id* __restrict__ leaf_ids, std::uint32_t leaf_count,
+                                 const leaf_copy* __restrict__ table, std::size_t table_size,
+                                 const entry* __restrict__ pool, std::uint32_t* __restrict__ hits,
+                                 value_type* __restrict__ values, std::uint8_t* __restrict__ found,
+                                 key_type* __restrict__ found_keys, std::uint8_t* __restrict__ rows) {
+  for (std::size_t s = grid_first(); s < n; s += grid_stride()) {
+    const std::uint32_t o = ordinals[s];
+    const leaf_id id = o < leaf_count ? leaf_ids[o] : no_leaf;
+    const leaf_copy c = id < table_size ? table[id] : leaf_copy{};
+    value_type v = 0;
+    std::uint8_t f = 0;
+    key_type k = 0;
+    const copy_row r = copy_sorted_row(keys, types, s, c, pool, &v, &f, &k);
+    rows[s] = static_cast<std::uint8_t>(r);
+    if (r == copy_row::answered) {
+      const std::uint32_t p = positions[s];
+      values[p] = v;
+      found[p] = f;
+      found_keys[p] = k;
+      if ((p & 7) == 0) atomicAdd(hits + id, 8u);
+    }
+  }
+}
+
+/// The values of the patched rows (copy_row::patched) into their copies:
+/// each key's last put (copy_last_put), args[s] in sorted order.
+template <int Unused = 0>
+__global__ void copy_patch_kernel(const key_type* __restrict__ keys, const std::uint8_t* __restrict__ types,
+                                  const std::uint32_t* __restrict__ ordinals, const value_type* __restrict__ args,
+                                  const std::uint8_t* __restrict__ rows, std::size_t n,
+                                  const leaf_id* __restrict__ leaf_ids, const leaf_copy* __restrict__ table,
+                                  entry* __restrict__ pool) {
+  for (std::size_t s = grid_first(); s < n; s += grid_stride()) {
+    if (rows[s] != static_cast<std::uint8_t>(copy_row::patched) || !copy_last_put(keys, types, s, n)) continue;
+    bool speaks = false;
+    const std::uint64_t at = copy_find(table[leaf_ids[ordinals[s]]], pool, keys[s], &speaks);
+    if (at != no_copy_entry) pool[at].value = args[s];
+  }
+}
+
+/// 1 for a row the host still has (not answered from a copy).
+struct row_for_host {
+  __host__ __device__ std::uint32_t operator()(std::uint8_t r) const {
+    return r != static_cast<std::uint8_t>(copy_row::answered) ? 1u : 0u;
+  }
+};
+
+/// Sorted rows, one array each, and where the rows the host has go.
+struct row_arrays {
+  const key_type* keys;
+  const std::uint32_t* positions;
+  const std::uint32_t* ordinals;
+  const value_type* args;
+  const std::uint8_t* types;
+  const leaf_hint* hints;  // may be null
+};
+struct row_outputs {
+  key_type* keys;
+  std::uint32_t* positions;
+  std::uint32_t* ordinals;
+  value_type* args;
+  std::uint8_t* types;
+  leaf_hint* hints;  // null when in.hints is
+};
+
+/// The rows the host has (rows[s] != answered), in order: row s to
+/// offsets[s] (their exclusive sum), a patched put's type with
+/// copy_patched_bit; how many into *count.
+template <int Unused = 0>
+__global__ void copy_compact_kernel(row_arrays in, const std::uint8_t* __restrict__ rows,
+                                    const std::uint32_t* __restrict__ offsets, std::size_t n, row_outputs out,
+                                    std::uint32_t* __restrict__ count) {
+  for (std::size_t s = grid_first(); s < n; s += grid_stride()) {
+    const std::uint8_t r = rows[s];
+    if (s + 1 == n) *count = offsets[s] + (r != static_cast<std::uint8_t>(copy_row::answered) ? 1u : 0u);
+    if (r == static_cast<std::uint8_t>(copy_row::answered)) continue;
+    const std::uint32_t o = offsets[s];
+    out.keys[o] = in.keys[s];
+    out.positions[o] = in.positions[s];
+    out.ordinals[o] = in.ordinals[s];
+    out.args[o] = in.args[s];
+    out.types[o] = static_cast<std::uint8_t>(
+        in.types[s] | (r == static_cast<std::uint8_t>(copy_row::patched) ? copy_patched_bit : 0));
+    if (out.hints != nullptr) out.hints[o] = in.hints[s];
   }
 }
 

@@ -21,6 +21,7 @@
 
 #include <tandem/core/routed_batch.hpp>
 #include <tandem/core/types.hpp>
+#include <tandem/device/detail/copy_kernels.cuh>
 #include <tandem/device/detail/copy_pool.hpp>
 #include <tandem/device/detail/cuda_resources.cuh>
 #include <tandem/device/detail/transfers.cuh>
@@ -125,8 +126,11 @@ struct route_resources {
   device_array<std::uint32_t> batch_positions;
   device_array<unsigned char> chunk_temp;
   // route_cached: the batch's answers from the copies, and which ops missed
+  // (with writes: each sorted row's copy_row); the hints of the rows left
   device_array<value_type> answers;
+  device_array<key_type> answer_keys;
   device_array<std::uint8_t> answer_found, missed;
+  device_array<leaf_hint> hints_alt;
   pinned_buffer<std::uint32_t> selected_host;  // G (route_range: ops kept), read by the host
   event_handle sorted;   // full: positions and sorted keys are complete
   event_handle grouped;  // everything but the download is complete
@@ -175,10 +179,12 @@ struct copy_resources {
   device_array<leaf_copy> entries;
 };
 
-/// Where route_cached writes its answers.
+/// Where route_cached writes its answers (keys: a typed route's answer
+/// keys, or null: not wanted).
 struct copy_answers {
   value_type* values = nullptr;
   std::uint8_t* found = nullptr;
+  key_type* keys = nullptr;
 };
 
 struct key_range {
@@ -295,6 +301,14 @@ struct gpu_router::state {
   /// batch order: their keys to the front of r.keys, their positions to
   /// r.batch_positions. @return how many (waits for the count)
   std::size_t select_missed(std::size_t n, cudaStream_t stream);
+  /// gpu_copies.cu: route_cached of a batch with writes, its n rows sorted
+  /// by (key, position) and descended (`rows`; args and types still in
+  /// batch order in r.args, r.types): gets answered from the copies into
+  /// r.answers (by batch position), puts patched into them, and the rows
+  /// left compacted into free arrays that `rows` then points to.
+  /// @return rows left (waits for the count)
+  std::size_t answer_sorted(const detail::version_buffer& vb, const detail::layout_meta& m, std::size_t n,
+                            detail::row_arrays& rows, cudaStream_t stream);
   /// Waits for everything a route enqueued, ignoring errors (after a failure).
   void drain_route() noexcept;
 
