@@ -246,6 +246,12 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(bytes_or_percent(1000, {"auto", "off", "all"}, "auto, off, all, a byte count (e.g. 2^32) or P%"))
       ->type_name("BYTES|P%|all|off|auto")
       ->capture_default_str();
+  app.add_option("--gpu-cache-writes", opt.gpu_cache_writes,
+                 "tandem::config.gpu_cache_writes: on, batches of point ops with writes (at most a quarter of their "
+                 "ops on the GPU) are answered from the leaf copies too, and their puts written into them")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->type_name("on|off")
+      ->capture_default_str();
   app.add_option("--gpu-budget", opt.gpu_budget,
                  "tandem::config.max_gpu_bytes: most GPU memory the index holds, in bytes (2^28, 300000000) or "
                  "as a percentage of the loaded pairs' bytes (16 a pair: 1% of 2^31 pairs is 344 MB); the leaf "

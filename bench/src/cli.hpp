@@ -32,6 +32,7 @@ struct options {
   int fanout = 32;
   std::string gpu_order = "full";   ///< full | partial | none
   std::string gpu_scatter = "on";   ///< on | off
+  std::string gpu_cache_writes = "off";  ///< config.gpu_cache_writes: on | off
   std::string leaf_hints = "on";    ///< on | off
   std::string caller_runs = "on";   ///< config.caller_runs: on | off
   std::string gpu_route_keys = "0";  ///< config.max_gpu_route_keys (0: no bound)

@@ -49,6 +49,7 @@ run_setup resolve_setup(const options& opt) {
   cfg.leaf_fill = opt.leaf_fill;
   cfg.gpu_order = to_gpu_order(opt.gpu_order);
   cfg.gpu_scatter = opt.gpu_scatter == "on";
+  cfg.gpu_cache_writes = opt.gpu_cache_writes == "on";
   cfg.gpu_leaf_hints = opt.leaf_hints == "on";
   cfg.caller_runs = opt.caller_runs == "on";
   cfg.max_gpu_route_keys = static_cast<std::size_t>(*parse_count(opt.gpu_route_keys));

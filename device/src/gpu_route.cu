@@ -38,9 +38,9 @@ namespace {
 /// Staging slices of a route chunk.
 enum slice : int { keys_slice = 0, args_slice = 1, types_slice = 2 };
 
-/// Most arrays one route downloads (positions, keys, args, types, hints,
-/// copy answers' values, flags and keys; then group_begin, group_ordinal).
-constexpr std::size_t max_downloads = 8;
+/// Most arrays one route downloads: positions, keys, args, types, hints,
+/// copy answers' values, flags and keys; then group_begin, group_ordinal.
+constexpr std::size_t max_downloads = 10;
 
 }  // namespace
 
@@ -411,6 +411,9 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
       detail::row_arrays left{routed_keys, routed_positions, routed_ordinals, nullptr, nullptr,
                               want_hints ? routed_hints : nullptr};
       rows = answer_sorted(vb, m, rows, left, main_stream);
+      if (rows == 0) {  // only a batch without writes could leave none: the scheduler sends none such
+        throw std::logic_error("gpu_router::route_cached: every op of a batch with types was answered");
+      }
       n32 = static_cast<std::uint32_t>(rows);
       routed_keys = left.keys;
       routed_positions = left.positions;

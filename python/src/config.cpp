@@ -127,6 +127,7 @@ void bind_config(nb::module_& m) {
       .def_rw("gpu_leaf_hints", &tandem::config::gpu_leaf_hints)
       .def_rw("max_gpu_route_keys", &tandem::config::max_gpu_route_keys)
       .def_rw("gpu_cache_bytes", &tandem::config::gpu_cache_bytes)
+      .def_rw("gpu_cache_writes", &tandem::config::gpu_cache_writes)
       .def_rw("max_gpu_bytes", &tandem::config::max_gpu_bytes)
       .def_rw("gpu_failure_limit", &tandem::config::gpu_failure_limit)
       .def_rw("max_batch_output_bytes", &tandem::config::max_batch_output_bytes)

@@ -45,6 +45,14 @@ constexpr std::size_t fill_piece_bytes = std::size_t{256} << 20;
 
 bool writes(op_type t) { return t == op_type::put || t == op_type::insert || t == op_type::erase; }
 
+/// Whether the batch holds no write.
+bool read_only(const prepared& p) {
+  const auto& by_type = p.info.ops_by_type;
+  return by_type[static_cast<std::size_t>(op_type::put)] + by_type[static_cast<std::size_t>(op_type::insert)] +
+             by_type[static_cast<std::size_t>(op_type::erase)] ==
+         0;
+}
+
 // The stand-in's route of gets: each get's leaf by the layout, then its
 // copy; the misses (flagged in sp.found, free until the leaf phase) routed.
 std::size_t standin_gets(prepared& p, const host::host_copies& standin, routed_batch_view& out) {
@@ -191,14 +199,17 @@ bool index::impl::route_from_copies(prepared& p, double share) {
   const auto& by_type = p.info.ops_by_type;
   auto ops = [&](op_type t) { return by_type[static_cast<std::size_t>(t)]; };
   const std::size_t gets = ops(op_type::get);
-  // Gets alone, point ops with writes, or gets and lower_bounds (sorted and
-  // judged whole: with_types); scans, counts, and lower_bounds beside
-  // writes take the usual route.
+  // Gets alone, (config.gpu_cache_writes) point ops with writes, or, in
+  // the host stand-in, gets and lower_bounds (sorted and judged whole:
+  // with_types). Scans, counts, and lower_bounds beside writes take the
+  // usual route; on the GPU so do lower_bounds, and batches where writes
+  // are more than a quarter of the ops.
   const bool with_types = !p.gets_only;
-  if (with_types && gets + ops(op_type::put) + ops(op_type::insert) + ops(op_type::erase) != p.n &&
-      gets + ops(op_type::lower_bound) != p.n) {
-    return false;
-  }
+  const std::size_t writes = ops(op_type::put) + ops(op_type::insert) + ops(op_type::erase);
+  const bool takes_writes =
+      cfg_.gpu_cache_writes && gets + writes == p.n && (!gpu_ || writes * 4 <= p.n);
+  const bool takes_lower_bounds = !gpu_ && gets + ops(op_type::lower_bound) == p.n;
+  if (with_types && !takes_writes && !takes_lower_bounds) return false;
   const std::size_t lookups = gets + ops(op_type::lower_bound);
   const batch& b = p.j->ops;
   const std::size_t n = b.size();
@@ -281,7 +292,7 @@ bool index::impl::route_from_copies(prepared& p, double share) {
 // (leaf_cache::note_misses); what share of its gets current copies held
 // (answered, or would have) decides whether the next batches look.
 void index::impl::note_heat(prepared& p) {
-  if (!cache_ || copies_off_.load() != 0 || p.n == 0) return;
+  if (!cache_ || copies_off_.load() != 0 || p.n == 0 || !(p.from_copies || read_only(p))) return;
   if (gpu_ && p.n < cfg_.min_gpu_batch) return;  // a batch that never reads the GPU's copies
   // Gets and lower_bounds: the lookups a copy may answer.
   const std::size_t gets = p.info.ops_by_type[static_cast<std::size_t>(op_type::get)] +
@@ -381,7 +392,9 @@ void index::impl::forget_patches(prepared* next) {
 // gets missed are copied from the leaves as it left them, for the next
 // batches that look.
 void index::impl::sync_copies(prepared& p) {
-  if (!cache_ || copies_off_.load() != 0) return;
+  // A batch routed the usual way with writes claimed its leaves: copies of
+  // them made after each such batch would be dropped by the next.
+  if (!cache_ || copies_off_.load() != 0 || !(p.from_copies || read_only(p))) return;
   if (gpu_ && p.n < cfg_.min_gpu_batch) return;  // small batches keep their latency
   // Slots all taken, and the last sync found no leaf to copy (a uniform
   // workload with a small cache: the leaves that miss are no hotter than

@@ -253,6 +253,7 @@ TEST(ConfigRanges, BooleansTakeEitherValue) {
     expect_accepted(with([&](config& c) { c.caller_runs = on; }), "caller_runs");
     expect_accepted(with([&](config& c) { c.gpu_scatter = on; }), "gpu_scatter");
     expect_accepted(with([&](config& c) { c.gpu_leaf_hints = on; }), "gpu_leaf_hints");
+    expect_accepted(with([&](config& c) { c.gpu_cache_writes = on; }), "gpu_cache_writes");
     expect_accepted(with([&](config& c) { c.verify_each_batch = on; }), "verify_each_batch");
   }
 }

@@ -213,6 +213,7 @@ fuzzed_index& instance(int v) {
     cfg.dispatcher_spin_us = w.spin_us;
     cfg.verify_each_batch = w.verify_each_batch;
     cfg.gpu_cache_bytes = w.cache_slots * 1024 * sizeof(entry);
+    cfg.gpu_cache_writes = w.cache_slots > 0;
     made[v] = std::make_unique<fuzzed_index>();
     made[v]->idx = std::make_unique<tandem::index>(cfg);
     made[v]->verifies_each_batch = w.verify_each_batch;

@@ -167,11 +167,12 @@ struct config {
   /// Bytes of the leaf cache: copies of leaves (their entries in key
   /// order, the buffered log merged in) kept in GPU memory, from which the
   /// gets of a gets-only batch routed on the GPU are answered in the route
-  /// itself; only the gets whose leaf has no current copy go on to the
-  /// host's leaves. Host leaves stay the truth: a batch that writes a leaf
-  /// makes its copy unusable before any later batch is routed, and copies
-  /// are (re)made after gets-only batches from the host leaves, hottest
-  /// missed leaves first (DESIGN, "Leaf cache"; stats().cache_*). A copy
+  /// itself; only those whose leaf has no current copy go on to the host's
+  /// leaves. Host leaves stay the truth: a batch
+  /// that writes a leaf makes its copy unusable before any later batch is
+  /// routed (see gpu_cache_writes), and copies are (re)made after batches
+  /// without writes from the host leaves, hottest missed leaves first
+  /// (DESIGN, "Leaf cache"; stats().cache_*). A copy
   /// takes a slot of 16 KiB (a leaf's capacity). Everything is copied at
   /// load when it fits. gpu_cache_auto (the default): half the GPU memory
   /// free when the index is made, used while every leaf fits in it (checked
@@ -182,9 +183,19 @@ struct config {
   /// 0: no cache.
   /// Without a GPU, a number of bytes keeps the copies in host memory (a
   /// stand-in that answers the same way: it costs memory and time and is
-  /// there to test the cache's bookkeeping); gpu_cache_auto means none.
+  /// there to test the cache's bookkeeping; it answers lower_bounds of
+  /// batches without writes as well); gpu_cache_auto means none.
   /// Range: any.
   std::size_t gpu_cache_bytes = gpu_cache_auto;
+  /// With the leaf cache: batches of gets, puts, inserts and erases (on the
+  /// GPU, with writes at most a quarter of their ops) are answered from the
+  /// copies too, and their puts of keys a copy holds are written into the
+  /// copy as well as the host leaf, so that such writes keep the copies
+  /// current instead of making them unusable. Off by default: on the H200,
+  /// workload A (half puts, every leaf cached) ran at 0.87x the uncached
+  /// rate this way, since the host still applies every put
+  /// (docs/performance.md, "The leaf cache"). Range: any.
+  bool gpu_cache_writes = false;
   /// Most keys one GPU route call takes (0: no bound). A batch's GPU share
   /// beyond it goes, with gpu_order full_sort, in key ranges that end at
   /// leaf bounds and hold at most this many ops each, routed one after

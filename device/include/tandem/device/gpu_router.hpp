@@ -271,16 +271,16 @@ class gpu_router {
   std::size_t route_cached(const key_type* keys, std::size_t n, value_type* values_out, std::uint8_t* found_out,
                            routed_batch_view& out, route_timing* timing = nullptr);
   /// @brief route_cached of a batch of point ops with writes (types get,
-  ///        put, insert, erase), or of gets and lower_bounds (out.args and
-  ///        out.types set): the batch is routed as route() routes it, then
-  ///        each sorted row is judged by core/leaf_copy.hpp's
-  ///        copy_sorted_row: gets and lower_bounds answered from the copies
-  ///        (values_out, found_out and, unless null, keys_out at their batch
-  ///        positions), puts of keys a copy holds written into it as well
-  ///        (their routed type carries copy_patched_bit), and only the rows
-  ///        not answered are routed into `out`. Waits.
-  /// @return the ops routed into `out`
-  /// @throws as the gets-only form
+  ///        put, insert, erase; out.args and out.types set): the batch is
+  ///        routed as route() routes it, then each sorted row is judged by
+  ///        core/leaf_copy.hpp's copy_sorted_row: gets answered from the
+  ///        copies (values_out, found_out and, unless null, keys_out at
+  ///        their batch positions), puts of keys a copy holds written into
+  ///        it as well (their routed type carries copy_patched_bit), and
+  ///        only the rows not answered are routed into `out`. Waits.
+  /// @return the ops routed into `out` (at least the writes)
+  /// @throws std::logic_error when every op was answered (no writes)
+  /// @throws as the gets-only form otherwise
   std::size_t route_cached(const key_type* keys, const value_type* args, const std::uint8_t* types, std::size_t n,
                            value_type* values_out, std::uint8_t* found_out, key_type* keys_out,
                            routed_batch_view& out, route_timing* timing = nullptr);
