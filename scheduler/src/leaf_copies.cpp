@@ -341,7 +341,7 @@ void index::impl::fail_copies(const char* what) {
 // the routed types here, before the leaf phase reads them): called before
 // the next batch is routed.
 void index::impl::claim_writes(prepared& p) {
-  if (!cache_ || p.gets_only || p.routed == 0 || p.routes.types == nullptr) return;
+  if (!cache_ || read_only(p) || p.routed == 0 || p.routes.types == nullptr) return;
   const routed_batch_view& r = p.routes;
   const leaf_id* by_ordinal = p.version->leaf_ids().data();
   std::vector<leaf_id>& ids = p.space->miss_ids;  // free until the batch's own heat, which has no writes
