@@ -1,9 +1,11 @@
 // The leaf cache of an index (index_impl.hpp; DESIGN, "Leaf cache"): the
 // copies of leaves on the GPU (or, without one, the host stand-in), the
-// route of a gets-only batch that answers from them first, the claims that
-// a batch's writes make before any later batch is routed, and the copies
-// made again after gets-only batches. The bookkeeping is host::leaf_cache;
-// the GPU's side is gpu_router's copies.
+// route that answers from them first (gets-only batches; with
+// config.gpu_cache_writes, batches of point ops, whose puts go into the
+// copies too), the claims that a batch's writes make before any later
+// batch is routed, and the copies made again after batches without writes
+// or routed from the copies. The bookkeeping is host::leaf_cache; the
+// GPU's side is gpu_router's copies.
 #include "index_impl.hpp"
 
 #include <tandem/device/device_query.hpp>

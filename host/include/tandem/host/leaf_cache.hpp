@@ -16,10 +16,12 @@
 /// after a batch's leaf phase, from the host leaf as that batch left it,
 /// and only while no later batch has claimed the leaf; a claim that comes
 /// between a sync and its drain wins (the entry the drain sends is the
-/// table's current one). Structural changes (splits, merges) drop the
-/// copies of the leaves they touch; loads, compactions and table rebuilds
-/// drop every copy. So a copy that a route reads holds its leaf as the
-/// batch's view has it (the batches before it, all applied).
+/// table's current one). A leaf whose writes the batch's route also wrote
+/// into its copy (`patched`) keeps the copy usable. Structural changes
+/// (splits, merges) drop the copies of the leaves they touch; loads,
+/// compactions and table rebuilds drop every copy. So a copy that a route
+/// reads holds its leaf as the batch's view has it (the batches before it,
+/// all applied).
 ///
 /// Heat. Gets that a route could not answer from a copy count against
 /// their leaf (`note_misses`: a leaf with a slot heats its slot, one
