@@ -41,6 +41,25 @@ batch gets(test::key_source& keys, std::size_t n) {
   return b;
 }
 
+/// An index config whose batches are all routed (and look in the copies):
+/// `bytes` of cache, writes going into the copies, on the GPU (its whole
+/// share, every batch) or on the CPU (the host stand-in).
+config cache_config(std::size_t bytes, bool gpu) {
+  config cfg;
+  cfg.direct_get_ops = 0;
+  cfg.caller_runs = false;
+  cfg.gpu_cache_bytes = bytes;
+  cfg.gpu_cache_writes = true;
+  if (gpu) {
+    cfg.device = device_kind::gpu;
+    cfg.min_gpu_batch = 0;
+    cfg.gpu_share = 1.0;
+  } else {
+    cfg.device = device_kind::cpu;
+  }
+  return cfg;
+}
+
 struct outcome {
   std::uint64_t hits = 0;
   std::uint64_t evictions = 0;
@@ -50,19 +69,8 @@ struct outcome {
 
 outcome run(room r, key_pattern pattern, std::uint64_t seed, bool gpu) {
   SCOPED_TRACE(::testing::Message() << "room " << name(r) << " pattern " << test::name(pattern) << " seed " << seed);
-  config cfg;
+  config cfg = cache_config(r == room::all ? slot_bytes(4096) : r == room::few ? slot_bytes(3) : 0, gpu);
   cfg.threads = 3;
-  cfg.direct_get_ops = 0;  // every gets-only batch is routed (and looks in the copies)
-  cfg.caller_runs = false;
-  cfg.gpu_cache_bytes = r == room::all ? slot_bytes(4096) : r == room::few ? slot_bytes(3) : 0;
-  cfg.gpu_cache_writes = true;
-  if (gpu) {
-    cfg.device = device_kind::gpu;
-    cfg.min_gpu_batch = 0;
-    cfg.gpu_share = 1.0;
-  } else {
-    cfg.device = device_kind::cpu;
-  }
   tandem::index idx(cfg);
   test::index_model model;
   test::key_source keys(pattern, 40'000, seed);
@@ -183,12 +191,7 @@ INSTANTIATE_TEST_SUITE_P(Rooms, LeafCacheDifferential,
 // Everything is copied at load when it fits, and a batch whose gets all
 // hit never reaches the host leaves (no leaf lines read).
 TEST(LeafCache, LoadCopiesEverythingThatFits) {
-  config cfg;
-  cfg.device = device_kind::cpu;
-  cfg.direct_get_ops = 0;
-  cfg.caller_runs = false;
-  cfg.gpu_cache_bytes = slot_bytes(1000);
-  tandem::index idx(cfg);
+  tandem::index idx(cache_config(slot_bytes(1000), false));
   std::vector<entry> pairs;
   for (key_type k = 0; k < 50'000; ++k) pairs.push_back({k * 7, k});
   idx.load(pairs);
@@ -215,19 +218,7 @@ TEST(LeafCache, LoadCopiesEverythingThatFits) {
 // it the new one (from the host), and the next batch's gets all hit the
 // copies, with the batch's last values. An erase in a leaf claims it.
 void writes_into_copies(bool gpu) {
-  config cfg;
-  cfg.direct_get_ops = 0;
-  cfg.caller_runs = false;
-  cfg.gpu_cache_bytes = slot_bytes(1000);
-  cfg.gpu_cache_writes = true;
-  if (gpu) {
-    cfg.device = device_kind::gpu;
-    cfg.min_gpu_batch = 0;
-    cfg.gpu_share = 1.0;
-  } else {
-    cfg.device = device_kind::cpu;
-  }
-  tandem::index idx(cfg);
+  tandem::index idx(cache_config(slot_bytes(1000), gpu));
   test::index_model model;
   std::vector<entry> pairs;
   for (key_type k = 0; k < 50'000; ++k) pairs.push_back({k * 7, k});
@@ -265,12 +256,7 @@ void writes_into_copies(bool gpu) {
 // key 0). (One whose answer lies in a later leaf, past a gap that erases
 // left, goes to the host: the differential tests cover it.)
 TEST(LeafCache, LowerBoundsFromCopies) {
-  config cfg;
-  cfg.device = device_kind::cpu;
-  cfg.direct_get_ops = 0;
-  cfg.caller_runs = false;
-  cfg.gpu_cache_bytes = slot_bytes(1000);
-  tandem::index idx(cfg);
+  tandem::index idx(cache_config(slot_bytes(1000), false));
   test::index_model model;
   std::vector<entry> pairs;
   for (key_type k = 1; k < 50'000; ++k) pairs.push_back({k * 7, k});
@@ -309,13 +295,8 @@ TEST(LeafCache, FailedBatchLeavesNoPutsInTheCopies) {
   }
   std::size_t failed = 0;
   for (std::uint64_t n = 1; n <= 200; ++n) {
-    config cfg;
-    cfg.device = device_kind::cpu;
+    config cfg = cache_config(slot_bytes(1000), false);
     cfg.threads = 2;
-    cfg.direct_get_ops = 0;
-    cfg.caller_runs = false;
-    cfg.gpu_cache_bytes = slot_bytes(1000);
-    cfg.gpu_cache_writes = true;
     tandem::index idx(cfg);
     test::index_model model;
     model.load(idx, pairs);
