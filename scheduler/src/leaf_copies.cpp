@@ -313,8 +313,9 @@ void index::impl::note_heat(prepared& p) {
       std::uint32_t c = r.group_begin[g + 1] - r.group_begin[g];
       if (!p.gets_only) {  // the group's lookups (a patched write's type carries copy_patched_bit)
         c = 0;
+        const std::uint8_t mask = p.from_copies ? static_cast<std::uint8_t>(~copy_patched_bit) : 0xFF;
         for (std::uint32_t i = r.group_begin[g]; i < r.group_begin[g + 1]; ++i) {
-          const auto t = static_cast<op_type>(r.types[i] & ~copy_patched_bit);
+          const auto t = static_cast<op_type>(r.types[i] & mask);
           c += t == op_type::get || t == op_type::lower_bound ? 1 : 0;
         }
         if (c == 0) continue;
@@ -341,7 +342,9 @@ void index::impl::fail_copies(const char* what) {
 // Claims the leaves a routed batch's writes go to (leaf_cache::claim),
 // but for those whose copies took every write (patched: the bit comes off
 // the routed types here, before the leaf phase reads them): called before
-// the next batch is routed.
+// the next batch is routed. Only a batch routed from the copies carries the
+// bit; in any other batch a type with that bit is the caller's own unknown
+// type (answered invalid), left as it is.
 void index::impl::claim_writes(prepared& p) {
   if (!cache_ || read_only(p) || p.routed == 0 || p.routes.types == nullptr) return;
   const routed_batch_view& r = p.routes;
@@ -356,7 +359,7 @@ void index::impl::claim_writes(prepared& p) {
     bool all_taken = true;
     for (std::uint32_t i = r.group_begin[g]; i < r.group_begin[g + 1]; ++i) {
       const std::uint8_t t = types[i];
-      if ((t & copy_patched_bit) != 0) {
+      if (p.from_copies && (t & copy_patched_bit) != 0) {
         types[i] = static_cast<std::uint8_t>(t & ~copy_patched_bit);
         wrote = true;
       } else if (writes(static_cast<op_type>(t))) {

@@ -6,6 +6,7 @@
 // cases run the same on the GPU. Then the bookkeeping alone
 // (host::leaf_cache): claims, syncs and drains in the orders the pipeline
 // may run them.
+#include <tandem/core/leaf_copy.hpp>
 #include <tandem/host/leaf_cache.hpp>
 #include <tandem/scheduler/testing.hpp>
 #include <tandem/tandem.hpp>
@@ -268,6 +269,34 @@ TEST(LeafCache, LowerBoundsFromCopies) {
   const stats s = idx.stats();
   EXPECT_EQ(s.cache_last_lookups, b.size());
   EXPECT_EQ(s.cache_last_hits, s.cache_last_lookups) << "a lower_bound or get was not answered there";
+}
+
+// An op of an unknown type whose byte looks like a write that a copy took
+// (copy_patched_bit on a put, insert or erase) is answered invalid and
+// changes nothing, in a batch with writes beside it, cache on.
+TEST(LeafCache, UnknownTypesWithThePatchedBitChangeNothing) {
+  tandem::index idx(cache_config(slot_bytes(1000), false));
+  test::index_model model;
+  std::vector<entry> pairs;
+  for (key_type k = 1; k < 5'000; ++k) pairs.push_back({k * 7, k});
+  model.load(idx, pairs);
+  batch b;
+  for (const op_type t : {op_type::get, op_type::put, op_type::insert, op_type::erase}) {
+    op o;
+    o.type = static_cast<op_type>(static_cast<std::uint8_t>(t) | copy_patched_bit);
+    o.key = 1;  // absent: an insert or put would add it
+    o.arg = 2;
+    b.add(o);
+    o.key = 14;  // present: an erase would take it
+    b.add(o);
+  }
+  b.insert(21, 5).get(0).get(1).get(14);
+  ASSERT_EQ(model.check(b, idx.execute(b), "unknown types"), 0u);
+  batch g;
+  g.get(1).get(14).lower_bound(0).count(0, max_key);
+  ASSERT_EQ(model.check(g, idx.execute(g), "after"), 0u);
+  EXPECT_EQ(idx.size(), pairs.size());
+  EXPECT_NO_THROW(idx.verify());
 }
 
 TEST(LeafCache, WritesIntoCopies) { writes_into_copies(false); }
