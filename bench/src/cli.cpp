@@ -271,6 +271,12 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->check(count_in(0, std::uint64_t{1} << 32, true))
       ->type_name("N|auto")
       ->capture_default_str();
+  app.add_option("--min-gpu-batch", opt.min_gpu_batch,
+                 "tandem::config.min_gpu_batch: batches of fewer ops route on the CPU only; auto: the config's "
+                 "default")
+      ->check(count_in(0, std::uint64_t{1} << 32, true))
+      ->type_name("N|auto")
+      ->capture_default_str();
   app.add_option("--group-commit", opt.group_commit,
                  "tandem::config.group_commit_ops: batches waiting in the queue together run as one of at most "
                  "this many ops (0: never); auto: the config's default")

@@ -40,6 +40,7 @@ struct options {
   std::string gpu_budget = "0";      ///< config.max_gpu_bytes: bytes, or P% of the pairs' bytes (0: no bound)
   std::string small_batch = "auto";  ///< config.small_batch_ops (auto: the config's default)
   std::string direct_gets = "auto";  ///< config.direct_get_ops (auto: the config's default)
+  std::string min_gpu_batch = "auto";  ///< config.min_gpu_batch (auto: the config's default)
   std::string group_commit = "auto";  ///< config.group_commit_ops (auto: the config's default)
   std::string group_commit_output = "auto";  ///< config.group_commit_output_bytes (auto: the default)
   double leaf_fill = 0.75;

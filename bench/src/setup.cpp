@@ -73,6 +73,7 @@ run_setup resolve_setup(const options& opt) {
   }
   if (opt.small_batch != "auto") cfg.small_batch_ops = static_cast<std::size_t>(*parse_count(opt.small_batch));
   if (opt.direct_gets != "auto") cfg.direct_get_ops = static_cast<std::size_t>(*parse_count(opt.direct_gets));
+  if (opt.min_gpu_batch != "auto") cfg.min_gpu_batch = static_cast<std::size_t>(*parse_count(opt.min_gpu_batch));
   if (opt.group_commit != "auto") cfg.group_commit_ops = static_cast<std::size_t>(*parse_count(opt.group_commit));
   if (opt.group_commit_output != "auto") {
     cfg.group_commit_output_bytes = static_cast<std::size_t>(*parse_count(opt.group_commit_output));

@@ -269,6 +269,10 @@ TEST(LeafCache, LowerBoundsFromCopies) {
   const stats s = idx.stats();
   EXPECT_EQ(s.cache_last_lookups, b.size());
   EXPECT_EQ(s.cache_last_hits, s.cache_last_lookups) << "a lower_bound or get was not answered there";
+  batch whole;  // answered whole: no row left for the host
+  for (key_type k = 1; k < 40'000; k += 2) whole.lower_bound(k * 7).get(k * 7 + 1).get(k * 7);
+  ASSERT_EQ(model.check(whole, idx.execute(whole), "answered whole"), 0u);
+  EXPECT_EQ(idx.stats().cache_last_hits, whole.size());
 }
 
 // An op of an unknown type whose byte looks like a write that a copy took
