@@ -396,6 +396,12 @@ int parse_command_line(int argc, char** argv, options& opt) {
                  "(C only) checks every get inside the timed run")
       ->check(CLI::Range(std::size_t{1}, std::size_t{256}))
       ->type_name("N");
+  app.add_option("--latency-puts", opt.latency_puts,
+                 "--sweep latency: percent of the ops that are puts (of loaded keys), the rest gets; -1: the "
+                 "workload's (C 0, B 5, A 50)")
+      ->check(CLI::Range(-1, 100))
+      ->type_name("PCT")
+      ->capture_default_str();
   app.add_option("--latency-api", opt.latency_api,
                  "--sweep latency: how a tandem client asks: batch (a batch of B ops, submitted) or point (B calls "
                  "of the one-key API, index::get and index::put, one after another; timed together)")

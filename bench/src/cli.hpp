@@ -63,6 +63,7 @@ struct options {
   double latency_seconds = 1.0;                                  ///< --sweep latency: seconds a point and system
   std::string latency_wait = "future";                           ///< --sweep latency: future | spin
   std::string latency_api = "batch";                             ///< --sweep latency: batch | point
+  int latency_puts = -1;  ///< --sweep latency: percent of puts among the ops (-1: the workload's)
   bool client_work = false;  ///< --client-work: also the run with batches built and answers read on client threads
   std::size_t clients = 1;   ///< --clients: client threads of --client-work
   std::size_t shards = 0;    ///< --shards: indexes over equal key ranges (0: one index, the usual run)

@@ -33,9 +33,12 @@ std::vector<std::size_t> parse_list(const std::string& s, const char* what) {
 
 /// Batches of `b` ops on loaded keys in the workload's mix, for one client.
 std::vector<std::vector<tandem::op>> client_batches(const dataset& ds, const workload_spec& spec, std::size_t b,
-                                                    std::size_t count, std::uint64_t seed) {
+                                                    std::size_t count, std::uint64_t seed, int puts) {
   std::mt19937_64 rng(seed);
-  const std::uint64_t write_pct = spec.kind == workload_kind::a ? 50 : spec.kind == workload_kind::b ? 5 : 0;
+  const std::uint64_t write_pct = puts >= 0 ? static_cast<std::uint64_t>(puts)
+                                  : spec.kind == workload_kind::a ? 50
+                                  : spec.kind == workload_kind::b ? 5
+                                                                   : 0;
   std::vector<std::vector<tandem::op>> out(count);
   for (auto& ops : out) {
     ops.reserve(b);
@@ -141,7 +144,8 @@ std::vector<json> run_latency_sweep(tandem::index& idx, baseline* absl, const da
       std::vector<std::vector<std::vector<tandem::op>>> ops(k);
       std::vector<std::vector<tandem::batch>> built(k);
       for (std::size_t c = 0; c < k; ++c) {
-        ops[c] = client_batches(ds, spec, b, batches_per_client, spec.seed * 1000003 + k * 7919 + b * 31 + c);
+        ops[c] = client_batches(ds, spec, b, batches_per_client, spec.seed * 1000003 + k * 7919 + b * 31 + c,
+                                opt.latency_puts);
         built[c].resize(batches_per_client);
         for (std::size_t i = 0; i < batches_per_client; ++i) build_batch(ops[c][i], built[c][i]);
       }
@@ -165,6 +169,7 @@ std::vector<json> run_latency_sweep(tandem::index& idx, baseline* absl, const da
         j["device_used"] = idx.stats().device;
         j["wait"] = system == "tandem" ? (point ? "point" : opt.latency_wait) : "answers on the client thread";
         j["api"] = system == "tandem" ? opt.latency_api : "batch";
+        j["puts_percent"] = opt.latency_puts;
         std::string on_caller;
         if (system == "tandem" && !point) {
           j["batches_on_caller"] = caller;

@@ -56,6 +56,7 @@ nb::dict stats_dict(const tandem::stats& s) {
   TANDEM_FIELD(direct_batches);
   TANDEM_FIELD(caller_batches);
   TANDEM_FIELD(point_reads);
+  TANDEM_FIELD(point_writes);
   TANDEM_FIELD(last_batch_ops);
   TANDEM_FIELD(cache);
   TANDEM_FIELD(cache_bytes);

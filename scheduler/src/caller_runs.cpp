@@ -2,17 +2,29 @@
 // batches of gets, lower_bounds and counts) are answered there, beside each
 // other and beside the dispatcher, while no write runs and the writes
 // submitted before them are done (reader_gate): no hand-over, no wake-up
-// either way. A point write goes through the queue (folded with other
-// batches) and its caller waits for it here.
+// either way. A one-key write that changes no leaf's shape and logs
+// nothing runs there too (write_on_caller), beside the one-key reads and
+// other such writes; any other point write goes through the queue (folded
+// with other batches) and its caller waits for it here.
 #include "index_impl.hpp"
 
 #include <tandem/error.hpp>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <exception>
 #include <optional>
+#include <thread>
 
 namespace tandem {
+namespace {
+
+/// How long a one-key write spins for a write or a batch read under way
+/// before it goes through the queue instead.
+constexpr int caller_write_spin_us = 20;
+
+}  // namespace
 
 void index::impl::refuse_on_dispatcher(const char* what) const {
   if (std::this_thread::get_id() == dispatcher_id_) {
@@ -43,6 +55,12 @@ bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
   if (readers_running_.load(std::memory_order_acquire) != 0) return false;
   scheduler::reader_gate::slot& slot = gate_.mine();
   if (!gate_.try_enter(slot, gate_.ticket())) return false;  // a write ahead of it: it queues behind
+  // No one-key write beside it: it sees each of them wholly or not at all.
+  struct batch_read_end {
+    scheduler::reader_gate& gate;
+    scheduler::reader_gate::slot* counted;
+    ~batch_read_end() { gate.end_batch_read(counted); }
+  } batch_read{gate_, gate_.begin_batch_read()};
   if (!gets_only) {
     // A count over many leaves would hold every write up while it walks
     // them: such a batch goes through the queue (its counts run in
@@ -110,6 +128,65 @@ bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
   finish(*j, std::move(result), failure);
   j.reset();
   return true;
+}
+
+// One-key writes on the caller. What they may do without changing a
+// leaf's shape or the index's size, and so with no leaf phase: a put of a
+// key present (one atomic exchange of its value word: bpa::exchange_value;
+// a reader beside it loads the word atomically and sees one value or the
+// other), an insert of a key present and an erase of a key absent (each
+// changes nothing: answered as reads). As a writer of reader_gate: after
+// every write submitted before it, never beside a write of the queue or a
+// batch that reads on a thread of its own. A put with config.storage_dir
+// goes through the queue (the redo log takes records in queue order), as
+// does everything else: a key absent for a put or an insert, present for
+// an erase, verify_each_batch, caller_runs off, or a gate not entered
+// within a brief spin (a write or a batch read under way).
+//
+// A leaf whose copy a route may read (the leaf cache) is claimed after the
+// put, and caller_puts_ counts the put after that: a batch routed from the
+// copies with a put of this kind between its drain and its leaf phase is
+// routed again, the usual way (reroute_after_puts), since a copy it read
+// may predate the put while its other answers do not.
+bool index::impl::write_on_caller(op_type type, key_type key, value_type value,
+                                  std::optional<value_type>& previous) {
+  if (!cfg_.caller_runs || cfg_.verify_each_batch) return false;
+  const bool changes = type == op_type::put;
+  if (changes && !cfg_.storage_dir.empty()) return false;
+  scheduler::reader_gate::slot& slot = gate_.mine();
+  const std::uint64_t ticket = gate_.ticket();
+  const auto spin_until = clock_type::now() + std::chrono::microseconds(caller_write_spin_us);
+  while (!gate_.try_enter_writer(slot, ticket)) {
+    if (clock_type::now() >= spin_until) return false;
+    std::this_thread::yield();
+  }
+  bool done = false;
+  if (!closing_.load()) {  // else the queue refuses it
+    const inner_layout& l = *layout_;  // no write of the queue runs while this writer is in
+    const leaf_id id = owner_id(l, key);
+    host::leaf& f = store_[id];
+    if (type == op_type::put) {
+      previous = f.data.exchange_value(key, value);
+      done = previous.has_value();
+      if (done && cache_) {
+        try {
+          cache_->claim(&id, 1, gate_.sequence());
+        } catch (const std::exception& e) {  // no memory for the claim: no copy is read again
+          fail_copies(e.what());
+        }
+        caller_puts_.fetch_add(1);
+      }
+    } else {
+      const host::bpa::slot guess = f.data.start_get_near(key, f.data.start_route(key, f.low, f.high));
+      value_type v = 0;
+      std::uint8_t found = 0;
+      f.data.finish_get(guess, key, &v, &found);
+      done = (found != 0) == (type == op_type::insert);
+      if (found != 0) previous = v;
+    }
+  }
+  gate_.leave_writer(slot, done);
+  return done;
 }
 
 batch_result index::impl::write_point(op_type type, key_type key, value_type value) {

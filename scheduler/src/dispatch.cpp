@@ -145,6 +145,10 @@ void index::impl::dispatch() {
     // and the number of the batch after it.
     const std::uint32_t writes = ready->j->writes;
     const std::uint64_t after = ready->sequence + (ready->j->members.empty() ? 1 : ready->j->members.size());
+    // A batch answered directly reads beside the readers on callers, but
+    // not beside one-key writes there (reader_gate): it sees each wholly
+    // or not at all. A reader task ends the batch read itself.
+    if (ready->direct) ready->batch_read = gate_.begin_batch_read();
     if (ready->direct && launch_reader(*ready)) {
       gate_.writes_done(writes, after);  // it only reads
       ready = nullptr;  // it runs beside the dispatcher, which takes up the next
@@ -170,6 +174,7 @@ void index::impl::dispatch() {
     if (exclusive) {
       wait_for_readers();
       gate_.begin_write();
+      reroute_after_puts(*ready);
     }
     if (pending && pending_done()) deliver_pending();  // no need to keep it waiting
     const bool small = is_small(*ready->j);
@@ -183,6 +188,7 @@ void index::impl::dispatch() {
     }
     gate_.writes_done(writes, after);  // before readers may enter again (see above)
     if (exclusive) gate_.end_write();
+    if (ready->direct) gate_.end_batch_read(ready->batch_read);
     if (needs_log(*ready)) {
       // Records go in queue order: the previous one is written first (its
       // sync may still run beside this one's write).
@@ -304,6 +310,7 @@ bool index::impl::launch_reader(prepared& p) {
         // index may be destroyed as soon as it reads 0.
         arena_.enqueue([this, slot = &r] {
           leaf_stage(slot->p);
+          gate_.end_batch_read(slot->p.batch_read);  // begun by the dispatcher
           deliver(slot->p, true);
           slot->busy.store(false, std::memory_order_release);
           readers_running_.fetch_sub(1, std::memory_order_acq_rel);

@@ -143,17 +143,23 @@ std::optional<entry> index::lower_bound(key_type key) { return impl_->point_lowe
 
 std::optional<value_type> index::put(key_type key, value_type value) {
   impl_->refuse_on_dispatcher("put");
+  std::optional<value_type> previous;
+  if (impl_->write_on_caller(op_type::put, key, value, previous)) return previous;
   const batch_result r = impl_->write_point(op_type::put, key, value);
   return r.found(0) ? std::optional<value_type>(r.value(0)) : std::nullopt;
 }
 
 bool index::insert(key_type key, value_type value) {
   impl_->refuse_on_dispatcher("insert");
+  std::optional<value_type> present;
+  if (impl_->write_on_caller(op_type::insert, key, value, present)) return false;
   return !impl_->write_point(op_type::insert, key, value).found(0);
 }
 
 std::optional<value_type> index::erase(key_type key) {
   impl_->refuse_on_dispatcher("erase");
+  std::optional<value_type> erased;
+  if (impl_->write_on_caller(op_type::erase, key, 0, erased)) return std::nullopt;
   const batch_result r = impl_->write_point(op_type::erase, key, 0);
   return r.found(0) ? std::optional<value_type>(r.value(0)) : std::nullopt;
 }

@@ -78,13 +78,12 @@ class index::impl {
 
   /// Queues `j`. @throws tandem::error once destruction has begun.
   void enqueue(std::unique_ptr<job> j);
-  /// @throws tandem::error naming `what` when called on the dispatcher
-  ///         thread (from a callback): it would wait for itself.
+  /// @throws tandem::error naming `what` on the dispatcher thread (a callback): it would wait for itself.
   void refuse_on_dispatcher(const char* what) const;
   /// Queues a load of pairs read in place and waits for it (so they outlive it).
   void load_and_wait(const load_input& in);
-  /// Queues `work` to run on the dispatcher after every job before it (no
-  /// batch in flight, no reader running) and waits for it.
+  /// Queues `work` to run on the dispatcher after every job before it (no batch in flight, no reader
+  /// running) and waits for it.
   void run_barrier(std::function<void()> work);
   std::size_t size() const { return keys_.load(std::memory_order_acquire); }
   /// index::open: reads and checks the snapshot here, then loads it in
@@ -94,8 +93,7 @@ class index::impl {
   /// replays the log's later batches. Called once, by index's constructor,
   /// before the index is handed out.
   void recover();
-  /// index::checkpoint: a snapshot to the checkpoint file, then the log
-  /// records it covers dropped.
+  /// index::checkpoint: a snapshot to the checkpoint file, then the log records it covers dropped.
   void checkpoint();
   void set_share(double share);
   void set_auto_share() { auto_share_.store(true); }
@@ -106,6 +104,10 @@ class index::impl {
   /// index::put, insert, erase: a one-op batch through the queue (folded
   /// with others), waited for on this thread. @return its result
   batch_result write_point(op_type type, key_type key, value_type value);
+  /// index::put, insert, erase on this thread when they change no leaf's
+  /// shape and log nothing (caller_runs.cpp says which): @return whether
+  /// it was (then `previous` is the answer), else write_point runs it.
+  bool write_on_caller(op_type type, key_type key, value_type value, std::optional<value_type>& previous);
   bool inject_gpu_fault(device::stage s, int count);
   tandem::stats snapshot() const;
   void verify_all();
@@ -139,18 +141,15 @@ class index::impl {
   void dispatch();
   void run(job* j);
   prepared* take_slot(job* j);
-  /// Folds the batches queued behind `first` (each below
-  /// config.group_commit_ops, together at most that many ops and
-  /// max_group_members batches) into one job; returns `first` when there is
-  /// nothing to fold or no memory to fold with (then they run one by one).
+  /// Folds the batches queued behind `first` (each below config.group_commit_ops, together at most
+  /// that many ops and max_group_members batches) into one job; returns `first` when there is nothing
+  /// to fold or no memory to fold with (then they run one by one).
   job* gather(job* first);
-  /// The job to run next: a held one, else one from the queue (nullptr when
-  /// there is none).
+  /// The job to run next: a held one, else one from the queue (or nullptr).
   job* take_next() { return held_.empty() ? try_pop() : held_.pop_front(); }
-  /// Hands a prepared batch of gets answered directly (no callback, not
-  /// small) to a reader task, which answers and delivers it beside the
-  /// dispatcher and other readers. @return false (nothing done) when the
-  /// batch must run on the dispatcher.
+  /// Hands a prepared batch of gets answered directly (no callback, not small) to a reader task,
+  /// which answers and delivers it beside the dispatcher and other readers. @return false (nothing
+  /// done) when the batch must run on the dispatcher.
   bool launch_reader(prepared& p);
   /// Waits until no reader task runs (before writes to leaves, the leaf table or the layout).
   void wait_for_readers() const;
@@ -160,12 +159,11 @@ class index::impl {
 
   // delivery.cpp
   void deliver(prepared& p, bool on_worker = false);
-  /// Makes p.member_results for a group-commit job, each holding its
-  /// member's error messages and room for its keys. Runs before the batch's
-  /// first write, where failing for lack of memory fails the batch whole.
+  /// Makes p.member_results for a group-commit job, each holding its member's error messages and
+  /// room for its keys. Runs before the batch's first write, where failing for lack of memory fails
+  /// the batch whole.
   static void make_member_results(prepared& p);
-  /// on_worker: the caller is a reader task on the arena, which fulfils
-  /// the members' futures itself, in parallel.
+  /// on_worker: the caller is a reader task on the arena, which fulfils the members' futures itself.
   void deliver_members(prepared& p, bool on_worker);
   /// The answers of a folded job, moved out of its slot for delivery.
   struct fold_answers {
@@ -200,6 +198,7 @@ class index::impl {
   // leaf_copies.cpp, the leaf cache (each function says what it does there):
   bool route_from_copies(prepared& p, double share);  // false: the copies were not used
   void note_heat(prepared& p);
+  void reroute_after_puts(prepared& p);
   void fail_copies(const char* what);
   void claim_writes(prepared& p);
   void forget_patches(prepared* next);
@@ -223,7 +222,8 @@ class index::impl {
   host::leaf_line_count answer_gets(const inner_layout& l, const key_type* keys, std::size_t n, value_type* values,
                                     std::uint8_t* found, bool sample) const;
   /// The leaf that owns `key`, found on layout `l` (right links from there).
-  const host::leaf& owner(const inner_layout& l, key_type key) const noexcept;
+  leaf_id owner_id(const inner_layout& l, key_type key) const noexcept;
+  const host::leaf& owner(const inner_layout& l, key_type key) const noexcept { return store_[owner_id(l, key)]; }
   /// One get, lower_bound or count on layout `l`, on the calling thread.
   std::optional<value_type> get_on(const inner_layout& l, key_type key) const noexcept;
   std::optional<entry> lower_bound_on(const inner_layout& l, key_type key) const noexcept;
@@ -337,8 +337,7 @@ class index::impl {
     if (cfg_.max_batch_output_bytes == 0) return cfg_.group_commit_output_bytes;
     return std::min(cfg_.group_commit_output_bytes, cfg_.max_batch_output_bytes);
   }
-  /// Most bytes of scan output the batch of `j` can return (its scans'
-  /// limits).
+  /// Most bytes of scan output the batch of `j` can return (its scans' limits).
   [[nodiscard]] static std::uint64_t scan_output_bound(const job& j) noexcept {
     std::uint64_t entries = 0;
     for (const scan_spec& s : j.ops.scans()) entries += std::min<std::uint64_t>(s.limit, max_scan_limit + 1);
@@ -392,6 +391,7 @@ class index::impl {
   // Per mille of the last routed batch's gets that current copies held (or would have); syncs still to pass
   // over after one that found nothing to copy (leaf_copies.cpp).
   std::atomic<std::uint32_t> copies_rate_{0}, quiet_syncs_{0};
+  std::atomic<std::uint64_t> caller_puts_{0};  // one-key puts applied on callers (write_on_caller)
   std::atomic<int> copies_off_{0};  // 1: a GPU drain failed (for good); 2: auto, and the leaves do not fit
   scheduler::share_policy policy_;  // routes (look-ahead) and leaf phases (dispatcher) feed it
   mutable std::mutex policy_mutex_;

@@ -292,10 +292,10 @@ host::leaf_line_count index::impl::answer_gets(const inner_layout& l, const key_
   return lines;
 }
 
-const host::leaf& index::impl::owner(const inner_layout& l, key_type key) const noexcept {
+leaf_id index::impl::owner_id(const inner_layout& l, key_type key) const noexcept {
   const leaf_radix_view rx = l.radix();
   const leaf_id start = rx.buckets != 0 ? rx.leaf_of(key) : l.leaf_ids()[l.find(key)];
-  return store_[store_.walk_right(start, key)];
+  return store_.walk_right(start, key);
 }
 
 std::optional<value_type> index::impl::get_on(const inner_layout& l, key_type key) const noexcept {

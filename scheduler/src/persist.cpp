@@ -56,8 +56,10 @@ void index::impl::start_save(job* j) {
   const std::uint64_t sequence = sequence_;
   if (j->saved_sequence) *j->saved_sequence = sequence;
   readers_running_.fetch_add(1, std::memory_order_acq_rel);
+  // No one-key write on a caller changes a value it reads.
+  scheduler::reader_gate::slot* const counted = gate_.begin_batch_read();
   try {
-    saver_ = std::thread([this, j, t = std::move(t), sequence] {
+    saver_ = std::thread([this, j, t = std::move(t), sequence, counted] {
       try {
         write_snapshot(j->path, t.ids, sequence);
         j->finished.set_value();
@@ -65,9 +67,11 @@ void index::impl::start_save(job* j) {
         j->finished.set_exception(std::current_exception());
       }
       delete j;
+      gate_.end_batch_read(counted);
       readers_running_.fetch_sub(1, std::memory_order_acq_rel);  // the thread touches nothing after this
     });
   } catch (...) {
+    gate_.end_batch_read(counted);
     readers_running_.fetch_sub(1, std::memory_order_acq_rel);
     throw;
   }

@@ -13,6 +13,19 @@
 // big-reader lock). Writes are counted when submitted and when done, in
 // queue order; a read waits until as many are done as were submitted when
 // it was asked, which holds exactly the writes whose submit returned before.
+//
+// One-key writes on their callers (index_impl.hpp, write_on_caller) enter
+// as readers too (no write of the queue runs beside them), and count
+// themselves as writers of their slot: they run beside one-key reads and
+// each other, never beside a batch that reads on a thread of its own (a
+// batch answered on its caller or directly, a snapshot being written:
+// `begin_batch_read`), so that such a batch sees each of them wholly or
+// not at all. A batch reader raises `batch_readers_` and waits until no
+// slot counts a writer; a writer that registers and then sees a batch
+// reader leaves again (Dekker's pattern once more). Until the first
+// writer comes (`writers_`: none, coming, seen), batch readers count
+// themselves in their own slot instead, writing no line they share; the
+// first writer waits for those before any writer enters.
 #include <tandem/batch.hpp>
 
 #include <array>
@@ -39,6 +52,9 @@ class reader_gate {
     /// that lets the reader out (`leave(s, true)`).
     std::atomic<std::uint64_t> readers{0};
     std::atomic<std::uint32_t> waiting{0};  // readers in `enter` waiting for a write
+    std::atomic<std::uint32_t> writers{0};  // one-key writes under way (counted in `readers` too)
+    std::atomic<std::uint32_t> batch_readers{0};  // batch readers of this slot, before any writer came
+    std::atomic<std::uint64_t> point_writes{0};  // one-key writes applied on their callers
     std::atomic<std::uint32_t> callers{0};  // index::impl::enqueue calls under way
     std::atomic<std::uint64_t> batches{0};  // batches answered on their callers
     std::array<std::atomic<std::uint64_t>, op_type_count> ops{};  // ops of those batches, by type
@@ -97,6 +113,43 @@ class reader_gate {
     s.waiting.fetch_sub(1, std::memory_order_release);
     return in;
   }
+  /// Registers a one-key write on its caller in `s` when no write of the
+  /// queue runs, no batch reads on a thread of its own, and the writes of
+  /// `ticket` are done. @return whether it did (then `leave_writer`).
+  bool try_enter_writer(slot& s, std::uint64_t ticket) noexcept {
+    if (writers_.load() != seen && !first_writer()) return false;
+    s.readers.fetch_add(1);
+    s.writers.fetch_add(1);
+    if (!writing_.load() && batch_readers_.load() == 0 && done_.load() >= ticket) return true;
+    leave_writer(s, false);
+    return false;
+  }
+  /// Lets the writer of `s` out; `wrote` counts it as a one-key write.
+  void leave_writer(slot& s, bool wrote) noexcept {
+    if (wrote) s.point_writes.fetch_add(1, std::memory_order_relaxed);
+    s.writers.fetch_sub(1, std::memory_order_release);
+    leave(s);
+  }
+  /// A batch that reads on a thread of its own, beside readers: from here
+  /// until `end_batch_read` (given what this returns) no one-key write
+  /// enters; returns once those in have left.
+  [[nodiscard]] slot* begin_batch_read() noexcept {
+    if (writers_.load() == none) {  // counted in its own slot: the first writer waits for it
+      slot& s = mine();
+      s.batch_readers.fetch_add(1);
+      if (writers_.load() == none) return &s;
+      s.batch_readers.fetch_sub(1, std::memory_order_release);
+    }
+    batch_readers_.fetch_add(1);
+    for (slot& s : slots_) {
+      while (s.writers.load() != 0) std::this_thread::yield();
+    }
+    return nullptr;
+  }
+  void end_batch_read(slot* counted) noexcept {
+    (counted != nullptr ? counted->batch_readers : batch_readers_).fetch_sub(1, std::memory_order_release);
+  }
+
   /// Lets the reader of `s` out; `point_read` counts it as a one-key read.
   void leave(slot& s, bool point_read = false) noexcept {
     s.readers.fetch_add(point_read ? done_read - 1 : ~std::uint64_t{0}, std::memory_order_release);
@@ -181,6 +234,22 @@ class reader_gate {
   std::atomic<std::uint64_t> done_{0};
   std::atomic<std::uint64_t> sequence_{0};
   std::atomic<bool> closed_{false};
+  /// The first one-key write: from `none` to `coming` (one writer wins),
+  /// then, once no slot counts a batch reader, `seen`. @return whether
+  /// writers may enter (false: another writer is coming first).
+  bool first_writer() noexcept {
+    std::uint32_t expected = none;
+    if (!writers_.compare_exchange_strong(expected, coming)) return expected == seen;
+    for (slot& s : slots_) {
+      while (s.batch_readers.load() != 0) std::this_thread::yield();
+    }
+    writers_.store(seen);
+    return true;
+  }
+  static constexpr std::uint32_t none = 0, coming = 1, seen = 2;
+
+  alignas(128) std::atomic<std::uint32_t> batch_readers_{0};  // written by each batch reader once writers came
+  std::atomic<std::uint32_t> writers_{none};                  // written twice, by the first writer
   alignas(128) std::atomic<int> sleepers_{0};
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -50,7 +50,7 @@ void index::impl::route(prepared& p) {
     std::lock_guard<std::mutex> lock(policy_mutex_);
     share = policy_.share();
   }
-  if (cache_ && route_from_copies(p, share)) return;
+  if (cache_ && !p.no_copies && route_from_copies(p, share)) return;
   // Held until the GPU route has finished: no upload may switch the router's
   // version between reading it here and the route using it.
   std::unique_lock<std::mutex> turn(gpu_turn_, std::defer_lock);

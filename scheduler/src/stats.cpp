@@ -125,6 +125,7 @@ tandem::stats index::impl::snapshot() const {
     s.caller_batches += batches;
     s.direct_batches += batches;
     s.point_reads += scheduler::reader_gate::point_reads(slot);
+    s.point_writes += slot.point_writes.load(std::memory_order_relaxed);
     for (std::size_t t = 0; t < op_type_count; ++t) {
       const std::uint64_t ops = slot.ops[t].load(std::memory_order_relaxed);
       s.ops_by_type[t] += ops;

@@ -33,7 +33,10 @@
 ///
 /// Threads: a BPA is not synchronised. One task owns a leaf at a time
 /// (DESIGN: leaf phase); the const operations (`get`, `lower_bound`,
-/// `iterate`, `map`, `count`) may run concurrently with each other.
+/// `iterate`, `map`, `count`) may run concurrently with each other, and
+/// `finish_get` and `lower_bound` with `exchange_value` too (one-key puts
+/// on their callers): that changes one value word atomically, and those two
+/// read values with atomic loads (a plain load on x86 and ARM64).
 ///
 /// The longer members' bodies are in detail/bpa.inl; the runs `apply` takes,
 /// and `put_entry`, in point_run.hpp.
@@ -149,6 +152,19 @@ class basic_bpa {
     return *value_at(s);
   }
 
+  /// @brief Replaces the value of `key` when present, in one atomic
+  ///        exchange of its value word (the key stays where it is).
+  /// @return the value it replaced, or nothing (absent: nothing changed).
+  std::optional<value_type> exchange_value(key_type key, value_type value) noexcept {
+    const slot s = find(key);
+    if (!s.found()) return std::nullopt;
+    return __atomic_exchange_n(value_at(s), value, __ATOMIC_SEQ_CST);
+  }
+  /// A value read beside `exchange_value`.
+  [[nodiscard]] static value_type load_value(const value_type& v) noexcept {
+    return __atomic_load_n(&v, __ATOMIC_RELAXED);
+  }
+
   /// @brief Inserts `key` or replaces its value.
   /// @param previous when not null and the key was present, gets the old value
   /// @return `full` (nothing changed) when the key is new and size() == capacity.
@@ -261,12 +277,12 @@ class basic_bpa {
   void finish_get(slot guess, key_type key, value_type* value, std::uint8_t* found) const noexcept {
     const slot s = find_from_guess(guess, key);
     if (TANDEM_LIKELY(s.found())) {
-      *value = blocks_[s.block][s.index].value;
+      *value = load_value(blocks_[s.block][s.index].value);
       *found = 1;
       return;
     }
     const slot t = find_in_log(key);
-    *value = t.found() ? log_values_[t.index] : 0;
+    *value = t.found() ? load_value(log_values_[t.index]) : 0;
     *found = t.found();
   }
 
