@@ -117,9 +117,11 @@ struct config {
   /// (batch_result::sequence: the number of the batch after it). Batches
   /// with a callback, writes or scans, and batches asked while a write is
   /// ahead of them go through the queue. The point reads (index::get,
-  /// contains, lower_bound) run on their callers whatever this says.
-  /// false: every batch goes through the queue and the dispatcher thread.
-  /// Range: any.
+  /// contains, lower_bound) run on their callers whatever this says; the
+  /// one-key writes that change no leaf's shape (index.hpp, "One-key
+  /// writes") only while it is true.
+  /// false: every batch and one-key write goes through the queue and the
+  /// dispatcher thread. Range: any.
   bool caller_runs = true;
   /// Group commit: batches found waiting in the queue together are run as
   /// one batch of at most this many ops (each still takes effect in queue

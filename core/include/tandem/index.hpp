@@ -13,8 +13,9 @@
 /// any ops (`submit(batch)`), n ops of one type over the caller's arrays,
 /// read and written in place (`submit(columns)`), and one key at a time
 /// (`get`, `contains`, `lower_bound`, answered on the calling thread;
-/// `put`, `insert`, `erase`, one-op batches through the queue). Throughput
-/// comes from large batches and columns.
+/// `put`, `insert`, `erase`, on the calling thread when they change no
+/// leaf's shape, else one-op batches through the queue). Throughput comes
+/// from large batches and columns.
 ///
 /// Threads: every member may be called from any number of threads at once.
 /// Batches (and loads) take effect one after another in the order their
@@ -41,6 +42,18 @@
 /// below it and of none numbered above. Reads answered on their callers
 /// share the number of the batch after them (they took effect before it);
 /// every batch with writes has a number of its own.
+///
+/// The rule, with one-key writes on their callers (below):
+/// - Single-key calls (get, contains, lower_bound's key, put, insert,
+///   erase) are linearizable: each takes effect at one instant between its
+///   call and its return (tests: PointWrites.SingleKeyOpsAreLinearizable*).
+/// - A batch takes effect as if its ops ran one by one at one instant
+///   between its submit and its answer: every one-key write happens wholly
+///   before or wholly after it, however the batch is answered (on its
+///   caller, directly, routed, from the leaf copies; tests:
+///   Paths/PointWritesBeside.BatchesSeeEachPointWriteWhollyOrNotAtAll).
+/// - A read sees every write whose call (or submit, for a batch) returned
+///   before the read was called (Readers.*).
 ///
 /// What waits: `submit` never waits for other batches; `execute`, `load`
 /// and `verify` wait. A small batch of gets, lower_bounds and counts
@@ -247,17 +260,28 @@ class index {
 
   // ---- one key at a time ------------------------------------------------------
   //
-  // Each call is one op with the answer of a batch of that op alone, in its
-  // place in queue order: it sees every write whose submit (or point write)
-  // returned before it was called. Reads run on the calling thread, beside
+  // Each call is one op with the answer of a batch of that op alone: it
+  // sees every write whose submit (or point write) returned before it was
+  // called (see "The rule" above). Reads run on the calling thread, beside
   // any number of other readers, with no allocation and no hand-over: a
   // read waits only for writes submitted before it that are not done yet
-  // (a brief spin, then asleep), and a write waits for the reads that
-  // began before it. Writes go through the queue (folded with other small
-  // batches, config.group_commit_ops) and return once applied (with
-  // config.storage_dir, once logged as a batch's write is). They may not be
-  // called from a callback (they would wait for the callback itself): there
-  // they throw tandem::error, as after the destructor has begun.
+  // (a brief spin, then asleep), and a batch's write waits for the reads
+  // that began before it.
+  //
+  // One-key writes: a write that changes no leaf's shape and logs nothing
+  // runs on the calling thread too (config.caller_runs), beside one-key
+  // reads and other such writes: a put of a key present (its value word
+  // replaced in one atomic exchange), an insert of a key present and an
+  // erase of a key absent (both change nothing). It waits for no reader; it
+  // runs after every write submitted before it, and never beside a batch's
+  // write or a batch read on a thread of its own (a brief spin, then the
+  // queue). stats().point_writes counts them. Every other write (a new
+  // key, an erase of a key present, any put with config.storage_dir) goes
+  // through the queue (folded with other small batches,
+  // config.group_commit_ops) and returns once applied (with
+  // config.storage_dir, once logged as a batch's write is). Writes may not
+  // be called from a callback (they would wait for the callback itself):
+  // there they throw tandem::error, as after the destructor has begun.
 
   /// @return the value of `key`, or nothing when it is absent.
   [[nodiscard]] std::optional<value_type> get(key_type key);
