@@ -9,6 +9,7 @@
 #include "index_impl.hpp"
 
 #include <tandem/error.hpp>
+#include <tandem/host/shared_leaf.hpp>
 
 #include <algorithm>
 #include <array>
@@ -16,6 +17,7 @@
 #include <exception>
 #include <optional>
 #include <thread>
+#include <utility>
 
 namespace tandem {
 namespace {
@@ -23,6 +25,10 @@ namespace {
 /// How long a one-key write spins for a write or a batch read under way
 /// before it goes through the queue instead.
 constexpr int caller_write_spin_us = 20;
+/// Validations a one-key read may fail (writers changing its leaf between
+/// its reads) before it reads under the leaf's lock, or, walking several
+/// leaves, as a batch reader: it always finishes.
+constexpr int optimistic_reads = 8;
 
 }  // namespace
 
@@ -130,29 +136,28 @@ bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
   return true;
 }
 
-// One-key writes on the caller. What they may do without changing a
-// leaf's shape or the index's size, and so with no leaf phase: a put of a
-// key present (one atomic exchange of its value word: bpa::exchange_value;
-// a reader beside it loads the word atomically and sees one value or the
-// other), an insert of a key present and an erase of a key absent (each
-// changes nothing: answered as reads). As a writer of reader_gate: after
-// every write submitted before it, never beside a write of the queue or a
-// batch that reads on a thread of its own. A put with config.storage_dir
-// goes through the queue (the redo log takes records in queue order), as
-// does everything else: a key absent for a put or an insert, present for
-// an erase, verify_each_batch, caller_runs off, or a gate not entered
-// within a brief spin (a write or a batch read under way).
+// One-key writes on the caller: those that change no leaf's shape, so
+// that no leaf phase is needed (host/shared_leaf.hpp): a put of a key
+// present (its value replaced), an insert into a leaf whose log has room
+// (a put of a key absent too), an erase that leaves its leaf above the
+// merge threshold, and an insert of a key present or an erase of a key
+// absent (they change nothing). Under the leaf's version lock
+// (versions_), as a writer of reader_gate: after every write submitted
+// before it, never beside a write of the queue or a batch that reads on a
+// thread of its own. Everything else goes through the queue: a write that
+// changes a key with config.storage_dir (the redo log takes records in
+// queue order), a full log or leaf, an erase that would leave the leaf to
+// merge, verify_each_batch, caller_runs off, or a gate not entered within
+// a brief spin (a write or a batch read under way).
 //
 // A leaf whose copy a route may read (the leaf cache) is claimed after the
-// put, and caller_puts_ counts the put after that: a batch routed from the
-// copies with a put of this kind between its drain and its leaf phase is
-// routed again, the usual way (reroute_after_puts), since a copy it read
-// may predate the put while its other answers do not.
+// write, and caller_writes_ counts the write after that: a batch routed
+// from the copies with such a write between its drain and its leaf phase
+// is routed again, the usual way (reroute_after_writes), since a copy it
+// read may predate the write while its other answers do not.
 bool index::impl::write_on_caller(op_type type, key_type key, value_type value,
                                   std::optional<value_type>& previous) {
   if (!cfg_.caller_runs || cfg_.verify_each_batch) return false;
-  const bool changes = type == op_type::put;
-  if (changes && !cfg_.storage_dir.empty()) return false;
   scheduler::reader_gate::slot& slot = gate_.mine();
   const std::uint64_t ticket = gate_.ticket();
   const auto spin_until = clock_type::now() + std::chrono::microseconds(caller_write_spin_us);
@@ -160,29 +165,53 @@ bool index::impl::write_on_caller(op_type type, key_type key, value_type value,
     if (clock_type::now() >= spin_until) return false;
     std::this_thread::yield();
   }
+  using shared = host::shared_access<host::bpa>;
+  const bool logged = !cfg_.storage_dir.empty();
   bool done = false;
+  std::int64_t delta = 0;  // keys added
+  bool changed = false;
   if (!closing_.load()) {  // else the queue refuses it
     const inner_layout& l = *layout_;  // no write of the queue runs while this writer is in
     const leaf_id id = owner_id(l, key);
-    host::leaf& f = store_[id];
+    host::bpa& data = store_[id].data;
+    versions_.lock(id);
+    const host::bpa::slot at = shared::find(data, key);  // no other writer of the leaf meanwhile
+    const std::optional<value_type> present =
+        at.found() ? std::optional<value_type>(shared::value_at(data, at)) : std::nullopt;
     if (type == op_type::put) {
-      previous = f.data.exchange_value(key, value);
-      done = previous.has_value();
-      if (done && cache_) {
+      if (present && !logged) {
+        previous = shared::put_at(data, at, value);
+        done = changed = true;
+      } else if (!present && !logged && shared::insert(data, key, value)) {
+        done = changed = true;
+        delta = 1;
+      }
+    } else if (type == op_type::insert) {
+      if (present) {
+        previous = present;
+        done = true;
+      } else if (!logged && shared::insert(data, key, value)) {
+        done = changed = true;
+        delta = 1;
+      }
+    } else if (!present) {  // erase of a key absent
+      done = true;
+    } else if (!logged && data.size() > host::leaf_store::merge_below + 1) {
+      previous = shared::erase_at(data, at);
+      done = changed = true;
+      delta = -1;
+    }
+    versions_.unlock(id);
+    if (changed) {
+      if (delta != 0) keys_.fetch_add(static_cast<std::size_t>(delta), std::memory_order_acq_rel);
+      if (cache_) {
         try {
           cache_->claim(&id, 1, gate_.sequence());
         } catch (const std::exception& e) {  // no memory for the claim: no copy is read again
           fail_copies(e.what());
         }
-        caller_puts_.fetch_add(1);
+        caller_writes_.fetch_add(1);
       }
-    } else {
-      const host::bpa::slot guess = f.data.start_get_near(key, f.data.start_route(key, f.low, f.high));
-      value_type v = 0;
-      std::uint8_t found = 0;
-      f.data.finish_get(guess, key, &v, &found);
-      done = (found != 0) == (type == op_type::insert);
-      if (found != 0) previous = v;
     }
   }
   gate_.leave_writer(slot, done);
@@ -225,22 +254,74 @@ auto index::impl::point_read(const char* what, Read&& read) {
   scheduler::reader_gate::slot& slot = gate_.mine();
   // In (or waiting) before closing_ is looked at: the destructor sets
   // closing_ and then waits for the readers in and waiting.
-  const bool in = gate_.enter(slot, gate_.ticket());
+  // No batch's write runs while this reader is in; one-key writes on
+  // callers may, once one has come: then the read validates (shared).
+  bool plain = false;
+  const bool in = gate_.enter(slot, gate_.ticket(), &plain);
   if (!in || closing_.load()) {
     if (in) gate_.leave(slot);
     throw error(std::string("tandem::index::") + what + " after the index's destruction began");
   }
-  const auto answer = read(*layout_);  // no write runs while this reader is in
+  const auto answer = read(*layout_, !plain);
   gate_.leave(slot, true);
   return answer;
 }
 
+// The validated reads are out of line (noinline lambdas): inlined, they
+// slowed the plain path of a one-key get by 4% (2-core machine).
 std::optional<value_type> index::impl::point_get(key_type key) {
-  return point_read("get", [&](const inner_layout& l) { return get_on(l, key); });
+  const auto shared_get = [&](const inner_layout& l) __attribute__((noinline)) -> std::optional<value_type> {
+    for (int attempt = 0;; ++attempt) {
+      const leaf_id id = owner_id(l, key);
+      if (attempt == optimistic_reads) {
+        versions_.lock(id);
+        const std::optional<value_type> v = host::shared_access<host::bpa>::get(store_[id].data, key);
+        versions_.unlock(id);
+        return v;
+      }
+      const std::uint64_t seen = versions_.read_begin(id);
+      const std::optional<value_type> v = host::shared_access<host::bpa>::get(store_[id].data, key);
+      if (versions_.read_valid(id, seen)) return v;
+    }
+  };
+  return point_read("get", [&](const inner_layout& l, bool shared) {
+    return shared ? shared_get(l) : get_on(l, key);
+  });
 }
 
 std::optional<entry> index::impl::point_lower_bound(key_type key) {
-  return point_read("lower_bound", [&](const inner_layout& l) { return lower_bound_on(l, key); });
+  const auto shared_lower_bound = [&](const inner_layout& l) __attribute__((noinline)) -> std::optional<entry> {
+    // The owner's smallest key >= key, else the first key of a leaf to its
+    // right; every leaf read is validated at the end, so the answer holds
+    // at one instant. A walk past max_walk leaves (a run of empty ones),
+    // or a read that failed optimistic_reads validations, reads as a batch
+    // reader instead, with no one-key writer beside it.
+    constexpr std::size_t max_walk = 32;
+    std::array<std::pair<leaf_id, std::uint64_t>, max_walk> read;
+    for (int attempt = 0;; ++attempt) {
+      std::size_t count = 0;
+      std::optional<entry> e;
+      for (leaf_id id = owner_id(l, key);;) {
+        if (count == max_walk || attempt == optimistic_reads) {
+          scheduler::reader_gate::slot* const counted = gate_.begin_batch_read();
+          e = lower_bound_on(l, key);
+          gate_.end_batch_read(counted);
+          return e;
+        }
+        read[count++] = {id, versions_.read_begin(id)};
+        const host::leaf& f = store_[id];
+        e = host::shared_access<host::bpa>::lower_bound(f.data, key);
+        if (e || f.right == no_leaf) break;
+        id = f.right;
+      }
+      bool valid = true;
+      for (std::size_t i = 0; i < count && valid; ++i) valid = versions_.read_valid(read[i].first, read[i].second);
+      if (valid) return e;
+    }
+  };
+  return point_read("lower_bound", [&](const inner_layout& l, bool shared) {
+    return shared ? shared_lower_bound(l) : lower_bound_on(l, key);
+  });
 }
 
 }  // namespace tandem

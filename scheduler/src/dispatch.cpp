@@ -174,7 +174,7 @@ void index::impl::dispatch() {
     if (exclusive) {
       wait_for_readers();
       gate_.begin_write();
-      reroute_after_puts(*ready);
+      reroute_after_writes(*ready);
     }
     if (pending && pending_done()) deliver_pending();  // no need to keep it waiting
     const bool small = is_small(*ready->j);

@@ -152,14 +152,14 @@ std::optional<value_type> index::put(key_type key, value_type value) {
 bool index::insert(key_type key, value_type value) {
   impl_->refuse_on_dispatcher("insert");
   std::optional<value_type> present;
-  if (impl_->write_on_caller(op_type::insert, key, value, present)) return false;
+  if (impl_->write_on_caller(op_type::insert, key, value, present)) return !present.has_value();
   return !impl_->write_point(op_type::insert, key, value).found(0);
 }
 
 std::optional<value_type> index::erase(key_type key) {
   impl_->refuse_on_dispatcher("erase");
   std::optional<value_type> erased;
-  if (impl_->write_on_caller(op_type::erase, key, 0, erased)) return std::nullopt;
+  if (impl_->write_on_caller(op_type::erase, key, 0, erased)) return erased;
   const batch_result r = impl_->write_point(op_type::erase, key, 0);
   return r.found(0) ? std::optional<value_type>(r.value(0)) : std::nullopt;
 }

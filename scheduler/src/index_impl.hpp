@@ -36,6 +36,7 @@
 #include <tandem/host/leaf_cache.hpp>
 #include <tandem/host/leaf_phase.hpp>
 #include <tandem/host/leaf_store.hpp>
+#include <tandem/host/shared_leaf.hpp>
 #include <tandem/host/storage/redo_log.hpp>
 #include <tandem/host/route.hpp>
 #include <tandem/scheduler/share_policy.hpp>
@@ -97,16 +98,14 @@ class index::impl {
   void checkpoint();
   void set_share(double share);
   void set_auto_share() { auto_share_.store(true); }
-  /// index::get, contains, lower_bound: answered on the calling thread as a
-  /// reader (reader_gate::enter), after every write submitted before.
+  /// index::get, contains, lower_bound: on the calling thread as a reader, after every write submitted before.
   std::optional<value_type> point_get(key_type key);
   std::optional<entry> point_lower_bound(key_type key);
   /// index::put, insert, erase: a one-op batch through the queue (folded
   /// with others), waited for on this thread. @return its result
   batch_result write_point(op_type type, key_type key, value_type value);
-  /// index::put, insert, erase on this thread when they change no leaf's
-  /// shape and log nothing (caller_runs.cpp says which): @return whether
-  /// it was (then `previous` is the answer), else write_point runs it.
+  /// index::put, insert, erase on this thread when they change no leaf's shape (caller_runs.cpp
+  /// says which): @return whether it was (then `previous` is the answer), else write_point runs it.
   bool write_on_caller(op_type type, key_type key, value_type value, std::optional<value_type>& previous);
   bool inject_gpu_fault(device::stage s, int count);
   tandem::stats snapshot() const;
@@ -198,7 +197,7 @@ class index::impl {
   // leaf_copies.cpp, the leaf cache (each function says what it does there):
   bool route_from_copies(prepared& p, double share);  // false: the copies were not used
   void note_heat(prepared& p);
-  void reroute_after_puts(prepared& p);
+  void reroute_after_writes(prepared& p);
   void fail_copies(const char* what);
   void claim_writes(prepared& p);
   void forget_patches(prepared* next);
@@ -391,7 +390,8 @@ class index::impl {
   // Per mille of the last routed batch's gets that current copies held (or would have); syncs still to pass
   // over after one that found nothing to copy (leaf_copies.cpp).
   std::atomic<std::uint32_t> copies_rate_{0}, quiet_syncs_{0};
-  std::atomic<std::uint64_t> caller_puts_{0};  // one-key puts applied on callers (write_on_caller)
+  std::atomic<std::uint64_t> caller_writes_{0};  // one-key writes on callers; versions_: their leaves' locks
+  host::leaf_versions versions_;
   std::atomic<int> copies_off_{0};  // 1: a GPU drain failed (for good); 2: auto, and the leaves do not fit
   scheduler::share_policy policy_;  // routes (look-ahead) and leaf phases (dispatcher) feed it
   mutable std::mutex policy_mutex_;

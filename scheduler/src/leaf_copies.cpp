@@ -240,7 +240,7 @@ bool index::impl::route_from_copies(prepared& p, double share) {
     if (over_budget_.load() || (bound > 0 && n > bound)) return false;
     std::shared_ptr<const inner_layout> on_gpu = gpu_layout_snapshot();
     if (!on_gpu) return false;
-    p.caller_puts = caller_puts_.load();  // before the drain: reroute_after_puts
+    p.caller_writes = caller_writes_.load();  // before the drain: reroute_after_writes
     try {
       cache_->drain(*copies_);  // the claims so far, before any lookup
     } catch (const std::exception& e) {
@@ -270,7 +270,7 @@ bool index::impl::route_from_copies(prepared& p, double share) {
   } else {
     const auto t0 = clock_type::now();
     std::lock_guard<std::mutex> turn(standin_turn_);
-    p.caller_puts = caller_puts_.load();
+    p.caller_writes = caller_writes_.load();
     cache_->drain(*copies_);
     run_in_arena([&] {
       p.routed = with_types ? standin_typed(p, *standin_, answer_keys, out) : standin_gets(p, *standin_, out);
@@ -292,14 +292,14 @@ bool index::impl::route_from_copies(prepared& p, double share) {
   return true;
 }
 
-// At a batch's leaf phase (no one-key write runs): a put applied on a
+// At a batch's leaf phase (no one-key write runs): a write applied on a
 // caller since the batch's route read the copies (write_on_caller) may
-// have changed a value that a copy answered with, read before the put,
+// have changed a leaf that a copy answered from, read before the write,
 // while the batch's other answers come from the leaves after it. The
 // batch is routed again the usual way; the claims of its first route
-// stand (those of its writes, and the put's own).
-void index::impl::reroute_after_puts(prepared& p) {
-  if (!p.from_copies || p.failure || caller_puts_.load() == p.caller_puts) return;
+// stand (those of its writes, and the write's own).
+void index::impl::reroute_after_writes(prepared& p) {
+  if (!p.from_copies || p.failure || caller_writes_.load() == p.caller_writes) return;
   p.from_copies = false;
   p.copy_hits = 0;
   p.routes = {};

@@ -149,8 +149,8 @@ struct prepared {
   std::size_t routed = 0;  // ops in `routes`: n, or those no leaf copy answered
   bool from_copies = false;  // its gets were looked up in the leaf copies first
   std::size_t copy_hits = 0;  // gets answered from the leaf copies
-  std::uint64_t caller_puts = 0;  // index::impl::caller_puts_ before the route looked in the copies
-  bool no_copies = false;  // routed again, the usual way (reroute_after_puts)
+  std::uint64_t caller_writes = 0;  // index::impl::caller_writes_ before the route looked in the copies
+  bool no_copies = false;  // routed again, the usual way (reroute_after_writes)
   scheduler::reader_gate::slot* batch_read = nullptr;  // answered directly: its reader_gate::begin_batch_read
   bool patched_copies = false;  // its route wrote puts into copies that stay usable
   bool gets_only = false;
@@ -186,7 +186,7 @@ struct prepared {
     routed = 0;
     from_copies = false;
     copy_hits = 0;
-    caller_puts = 0;
+    caller_writes = 0;
     no_copies = false;
     batch_read = nullptr;
     patched_copies = false;

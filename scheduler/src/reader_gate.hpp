@@ -24,8 +24,10 @@
 // slot counts a writer; a writer that registers and then sees a batch
 // reader leaves again (Dekker's pattern once more). Until the first
 // writer comes (`writers_`: none, coming, seen), batch readers count
-// themselves in their own slot instead, writing no line they share; the
-// first writer waits for those before any writer enters.
+// themselves in their own slot instead (`plain`), writing no line they
+// share, and one-key reads read leaves as they are; no writer enters
+// before every slot has been seen with no such reader in. From then on
+// one-key reads validate what they read (host/shared_leaf.hpp).
 #include <tandem/batch.hpp>
 
 #include <array>
@@ -42,18 +44,18 @@ namespace tandem::scheduler {
 class reader_gate {
  public:
   /// Slots readers register in (threads beyond it share them).
-  static constexpr std::size_t slot_count = 64;
+  static constexpr std::size_t slot_count = 64;  // at most 64: quiet_slots_ has a bit a slot
 
   /// One slot: its readers and what they answered (for stats), on a line of
   /// their own.
   struct alignas(128) slot {
-    /// Readers in (the low 32 bits), and below them the one-key reads done
+    /// Readers in (the low 32 bits), and above them the one-key reads done
     /// (index::get, contains, lower_bound), counted by the same operation
     /// that lets the reader out (`leave(s, true)`).
     std::atomic<std::uint64_t> readers{0};
     std::atomic<std::uint32_t> waiting{0};  // readers in `enter` waiting for a write
     std::atomic<std::uint32_t> writers{0};  // one-key writes under way (counted in `readers` too)
-    std::atomic<std::uint32_t> batch_readers{0};  // batch readers of this slot, before any writer came
+    std::atomic<std::uint32_t> plain{0};  // batch readers of this slot that count on no writer (none came yet)
     std::atomic<std::uint64_t> point_writes{0};  // one-key writes applied on their callers
     std::atomic<std::uint32_t> callers{0};  // index::impl::enqueue calls under way
     std::atomic<std::uint64_t> batches{0};  // batches answered on their callers
@@ -85,9 +87,19 @@ class reader_gate {
   /// Registers a reader in `s`, waiting for the writes of `ticket` and for
   /// a running write: a brief spin, then asleep until the dispatcher wakes
   /// it. @return false, registering nothing, once `close` has begun.
-  bool enter(slot& s, std::uint64_t ticket) {
+  ///
+  /// With `plain` (a one-key read): *plain says whether the reader may
+  /// read leaves as they are, no one-key writer having come (looked at
+  /// once it is registered, so that the first writer's wait for the slots
+  /// to be quiet covers it), or must validate what it reads
+  /// (host/shared_leaf.hpp).
+  bool enter(slot& s, std::uint64_t ticket, bool* plain = nullptr) {
     s.readers.fetch_add(1);
-    if (!writing_.load() && done_.load() >= ticket) return true;
+    if (!writing_.load() && done_.load() >= ticket) {
+      if (plain != nullptr) *plain = writers_.load() == none;
+      return true;
+    }
+    if (plain != nullptr) *plain = false;  // after a wait, it validates
     // Counted as waiting before it leaves, so that wait_for_readers (the
     // index's destructor) never misses it.
     s.waiting.fetch_add(1);
@@ -134,11 +146,11 @@ class reader_gate {
   /// until `end_batch_read` (given what this returns) no one-key write
   /// enters; returns once those in have left.
   [[nodiscard]] slot* begin_batch_read() noexcept {
-    if (writers_.load() == none) {  // counted in its own slot: the first writer waits for it
+    if (writers_.load() == none) {  // counted in its own slot: no writer enters until it leaves
       slot& s = mine();
-      s.batch_readers.fetch_add(1);
+      s.plain.fetch_add(1);
       if (writers_.load() == none) return &s;
-      s.batch_readers.fetch_sub(1, std::memory_order_release);
+      s.plain.fetch_sub(1, std::memory_order_release);
     }
     batch_readers_.fetch_add(1);
     for (slot& s : slots_) {
@@ -147,7 +159,7 @@ class reader_gate {
     return nullptr;
   }
   void end_batch_read(slot* counted) noexcept {
-    (counted != nullptr ? counted->batch_readers : batch_readers_).fetch_sub(1, std::memory_order_release);
+    (counted != nullptr ? counted->plain : batch_readers_).fetch_sub(1, std::memory_order_release);
   }
 
   /// Lets the reader of `s` out; `point_read` counts it as a one-key read.
@@ -234,14 +246,22 @@ class reader_gate {
   std::atomic<std::uint64_t> done_{0};
   std::atomic<std::uint64_t> sequence_{0};
   std::atomic<bool> closed_{false};
-  /// The first one-key write: from `none` to `coming` (one writer wins),
-  /// then, once no slot counts a batch reader, `seen`. @return whether
-  /// writers may enter (false: another writer is coming first).
+  /// The first one-key writes: from `none` to `coming`, in which no
+  /// reader that registers counts on no writer, then, once every slot has
+  /// been seen with no reader in (so none of those that came before), and
+  /// none counted in `plain`, `seen`. @return whether writers may enter
+  /// (false: a slot was busy; a later call looks again, without waiting:
+  /// a snapshot being written may take a while).
   bool first_writer() noexcept {
     std::uint32_t expected = none;
-    if (!writers_.compare_exchange_strong(expected, coming)) return expected == seen;
-    for (slot& s : slots_) {
-      while (s.batch_readers.load() != 0) std::this_thread::yield();
+    writers_.compare_exchange_strong(expected, coming);
+    if (expected == seen) return true;
+    std::uint64_t quiet = quiet_slots_.load();
+    for (std::size_t i = 0; i < slot_count; ++i) {
+      if (quiet >> i & 1) continue;
+      const slot& s = slots_[i];
+      if (in(s) != 0 || s.plain.load() != 0) return false;
+      quiet = quiet_slots_.fetch_or(std::uint64_t{1} << i) | std::uint64_t{1} << i;
     }
     writers_.store(seen);
     return true;
@@ -249,7 +269,8 @@ class reader_gate {
   static constexpr std::uint32_t none = 0, coming = 1, seen = 2;
 
   alignas(128) std::atomic<std::uint32_t> batch_readers_{0};  // written by each batch reader once writers came
-  std::atomic<std::uint32_t> writers_{none};                  // written twice, by the first writer
+  std::atomic<std::uint32_t> writers_{none};                  // none, coming, seen: written by the first writers
+  std::atomic<std::uint64_t> quiet_slots_{0};  // coming: the slots seen with no reader in (bit i: slot i)
   alignas(128) std::atomic<int> sleepers_{0};
   std::mutex mutex_;
   std::condition_variable wake_;

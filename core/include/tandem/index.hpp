@@ -268,17 +268,20 @@ class index {
   // (a brief spin, then asleep), and a batch's write waits for the reads
   // that began before it.
   //
-  // One-key writes: a write that changes no leaf's shape and logs nothing
-  // runs on the calling thread too (config.caller_runs), beside one-key
-  // reads and other such writes: a put of a key present (its value word
-  // replaced in one atomic exchange), an insert of a key present and an
-  // erase of a key absent (both change nothing). It waits for no reader; it
+  // One-key writes: a write that changes no leaf's shape runs on the
+  // calling thread too (config.caller_runs), beside one-key reads and other
+  // such writes, under its leaf's version lock (writers of one leaf take
+  // turns; readers read without waiting but for that leaf's writer, and
+  // read again when it changed the leaf meanwhile): a put of a key present,
+  // an insert (or a put) of a key absent into a leaf whose log has room,
+  // an erase that leaves the leaf above the merge threshold, and an insert
+  // of a key present or an erase of a key absent (they change nothing). It
   // runs after every write submitted before it, and never beside a batch's
   // write or a batch read on a thread of its own (a brief spin, then the
-  // queue). stats().point_writes counts them. Every other write (a new
-  // key, an erase of a key present, any put with config.storage_dir) goes
-  // through the queue (folded with other small batches,
-  // config.group_commit_ops) and returns once applied (with
+  // queue). stats().point_writes counts them. Every other write (a full
+  // log or leaf, an erase that would leave its leaf to merge, any change
+  // with config.storage_dir) goes through the queue (folded with other
+  // small batches, config.group_commit_ops) and returns once applied (with
   // config.storage_dir, once logged as a batch's write is). Writes may not
   // be called from a callback (they would wait for the callback itself):
   // there they throw tandem::error, as after the destructor has begun.

@@ -195,9 +195,9 @@ struct stats {
   /// `batches` or `ops`).
   std::uint64_t point_reads = 0;
   /// One-key writes of index::put, insert and erase applied on their
-  /// callers (a put of a key present, an insert of a key present, an erase
-  /// of a key absent; config.caller_runs), not counted in `batches` or
-  /// `ops`; the others go through the queue as one-op batches.
+  /// callers (those that change no leaf's shape; config.caller_runs), not
+  /// counted in `batches` or `ops`; the others go through the queue as
+  /// one-op batches.
   std::uint64_t point_writes = 0;
   /// Point ops of GPU-routed batches answered at the block and window their
   /// route hinted (config.gpu_leaf_hints), and those whose hint was missing

@@ -33,10 +33,8 @@
 ///
 /// Threads: a BPA is not synchronised. One task owns a leaf at a time
 /// (DESIGN: leaf phase); the const operations (`get`, `lower_bound`,
-/// `iterate`, `map`, `count`) may run concurrently with each other, and
-/// `finish_get` and `lower_bound` with `exchange_value` too (one-key puts
-/// on their callers): that changes one value word atomically, and those two
-/// read values with atomic loads (a plain load on x86 and ARM64).
+/// `iterate`, `map`, `count`) may run concurrently with each other. One-key
+/// ops beside other threads' writes go through shared_leaf.hpp.
 ///
 /// The longer members' bodies are in detail/bpa.inl; the runs `apply` takes,
 /// and `put_entry`, in point_run.hpp.
@@ -82,6 +80,9 @@
 #include <utility>
 
 namespace tandem::host {
+
+template <class Bpa>
+struct shared_access;
 
 enum class upsert_status : std::uint8_t { inserted, replaced, full };
 enum class insert_status : std::uint8_t { inserted, present, full };
@@ -150,19 +151,6 @@ class basic_bpa {
     const slot s = find(key);
     if (!s.found()) return std::nullopt;
     return *value_at(s);
-  }
-
-  /// @brief Replaces the value of `key` when present, in one atomic
-  ///        exchange of its value word (the key stays where it is).
-  /// @return the value it replaced, or nothing (absent: nothing changed).
-  std::optional<value_type> exchange_value(key_type key, value_type value) noexcept {
-    const slot s = find(key);
-    if (!s.found()) return std::nullopt;
-    return __atomic_exchange_n(value_at(s), value, __ATOMIC_SEQ_CST);
-  }
-  /// A value read beside `exchange_value`.
-  [[nodiscard]] static value_type load_value(const value_type& v) noexcept {
-    return __atomic_load_n(&v, __ATOMIC_RELAXED);
   }
 
   /// @brief Inserts `key` or replaces its value.
@@ -277,12 +265,12 @@ class basic_bpa {
   void finish_get(slot guess, key_type key, value_type* value, std::uint8_t* found) const noexcept {
     const slot s = find_from_guess(guess, key);
     if (TANDEM_LIKELY(s.found())) {
-      *value = load_value(blocks_[s.block][s.index].value);
+      *value = blocks_[s.block][s.index].value;
       *found = 1;
       return;
     }
     const slot t = find_in_log(key);
-    *value = t.found() ? load_value(log_values_[t.index]) : 0;
+    *value = t.found() ? log_values_[t.index] : 0;
     *found = t.found();
   }
 
@@ -507,6 +495,8 @@ class basic_bpa {
   void verify() const;
 
  private:
+  template <class>
+  friend struct shared_access;  // shared_leaf.hpp: one-key ops beside other threads'
   /// Block that holds (or would hold) `key`: the number of header bounds
   /// <= key among blocks 1.., clamped. Branch-free over the padded header.
   [[nodiscard]] std::size_t route(key_type key) const noexcept {

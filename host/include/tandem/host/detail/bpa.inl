@@ -7,7 +7,7 @@ template <int LogSize, int NumBlocks, int BlockSize>
 std::optional<entry> basic_bpa<LogSize, NumBlocks, BlockSize>::lower_bound(key_type key) const noexcept {
   std::optional<entry> best;
   for (std::size_t i = 0; i < log_size_; ++i) {
-    if (log_keys_[i] >= key && (!best || log_keys_[i] < best->key)) best = entry{log_keys_[i], load_value(log_values_[i])};
+    if (log_keys_[i] >= key && (!best || log_keys_[i] < best->key)) best = entry{log_keys_[i], log_values_[i]};
   }
   for (std::size_t b = route(key); b < block_count_; ++b) {
     const entry* es = blocks_[b];
@@ -20,7 +20,7 @@ std::optional<entry> basic_bpa<LogSize, NumBlocks, BlockSize>::lower_bound(key_t
       }
     }
     if (hit) {
-      if (!best || es[at].key < best->key) best = entry{es[at].key, load_value(es[at].value)};
+      if (!best || es[at].key < best->key) best = es[at];
       break;  // later blocks hold only larger keys
     }
   }
