@@ -5,7 +5,12 @@
 // future returned) to stdout as 8 bytes, in order, until it is killed. Now
 // and then it writes a checkpoint.
 //
-// Usage: tandem_crash_writer <folder> <seed> <generation> <none|group|batch>
+// With a policy of <none|group|batch>-points, crash_point_threads threads
+// instead call index::put, insert and erase one after another
+// (crash_point_call), each writing (thread << 56 | call) once its call
+// returned.
+//
+// Usage: tandem_crash_writer <folder> <seed> <generation> <none|group|batch>[-points]
 #include <tandem/tandem.hpp>
 
 #include "support/crash_batches.hpp"
@@ -20,6 +25,8 @@
 #include <exception>
 #include <future>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -48,12 +55,36 @@ int main(int argc, char** argv) {
     cfg.storage_dir = argv[1];
     const std::uint64_t seed = std::strtoull(argv[2], nullptr, 10);
     const std::uint64_t generation = std::strtoull(argv[3], nullptr, 10);
-    const std::string policy = argv[4];
+    std::string policy = argv[4];
+    const bool points = policy.size() > 7 && policy.compare(policy.size() - 7, 7, "-points") == 0;
+    if (points) policy.resize(policy.size() - 7);
     cfg.log_sync_policy = policy == "none"    ? tandem::log_sync::none
                           : policy == "group" ? tandem::log_sync::group
                                               : tandem::log_sync::batch;
     cfg.log_group_us = 200;
     tandem::index idx(cfg);
+    if (points) {
+      std::vector<std::thread> threads;
+      for (std::uint64_t t = 0; t < tandem::test::crash_point_threads; ++t) {
+        threads.emplace_back([&idx, t, generation] {
+          try {
+            for (std::uint64_t i = 0;; ++i) {
+              const tandem::test::point_call c = tandem::test::crash_point_call(t, generation, i);
+              if (c.type == tandem::op_type::put) (void)idx.put(c.key, c.value);
+              if (c.type == tandem::op_type::insert) (void)idx.insert(c.key, c.value);
+              if (c.type == tandem::op_type::erase) (void)idx.erase(c.key);
+              report(t << 56 | i);  // 8 bytes: one write, whole, beside the other threads'
+              if (t == 0 && i % 500 == 499) idx.checkpoint();
+            }
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "tandem_crash_writer: %s\n", e.what());
+            std::exit(1);
+          }
+        });
+      }
+      for (auto& th : threads) th.join();
+      return 0;
+    }
     std::deque<std::future<tandem::batch_result>> in_flight;
     std::uint64_t acknowledged = 0;
     for (std::uint64_t i = 0;; ++i) {

@@ -435,10 +435,11 @@ std::string crash_writer_path() {
   return (fs::read_symlink("/proc/self/exe").parent_path() / "tandem_crash_writer").string();
 }
 
-/// Runs the writer on `dir` for generation `generation`, kills it with
-/// SIGKILL after `delay`, and returns the batches it reported acknowledged.
-std::uint64_t run_and_kill(const std::string& dir, std::uint64_t seed, std::uint64_t generation, log_sync policy,
-                           std::chrono::microseconds delay) {
+/// Runs the writer on `dir` for generation `generation` (`mode`: a
+/// policy's name, "-points" after it for the one-key mode), kills it with
+/// SIGKILL after `delay`, and returns the numbers it reported.
+std::vector<std::uint64_t> spawn_and_kill(const std::string& dir, std::uint64_t seed, std::uint64_t generation,
+                                          std::string mode, std::chrono::microseconds delay) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   posix_spawn_file_actions_t actions;
@@ -446,10 +447,9 @@ std::uint64_t run_and_kill(const std::string& dir, std::uint64_t seed, std::uint
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
   const std::string exe = crash_writer_path();
   const std::string seed_text = std::to_string(seed), generation_text = std::to_string(generation);
-  std::string policy_text = name(policy);
   std::vector<char*> args{const_cast<char*>(exe.c_str()), const_cast<char*>(dir.c_str()),
                           const_cast<char*>(seed_text.c_str()), const_cast<char*>(generation_text.c_str()),
-                          policy_text.data(), nullptr};
+                          mode.data(), nullptr};
   pid_t child = 0;
   const int spawned = ::posix_spawn(&child, exe.c_str(), &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -462,7 +462,8 @@ std::uint64_t run_and_kill(const std::string& dir, std::uint64_t seed, std::uint
   ::kill(child, SIGKILL);
   int status = 0;
   ::waitpid(child, &status, 0);
-  std::uint64_t acknowledged = 0, number = 0;
+  std::vector<std::uint64_t> numbers;
+  std::uint64_t number = 0;
   std::size_t have = 0;
   char buffer[4096];
   for (;;) {
@@ -471,8 +472,7 @@ std::uint64_t run_and_kill(const std::string& dir, std::uint64_t seed, std::uint
     for (ssize_t k = 0; k < r; ++k) {
       reinterpret_cast<char*>(&number)[have++] = buffer[k];
       if (have == sizeof(number)) {
-        EXPECT_EQ(number, acknowledged) << "reports out of order";
-        acknowledged = number + 1;
+        numbers.push_back(number);
         have = 0;
       }
     }
@@ -480,6 +480,17 @@ std::uint64_t run_and_kill(const std::string& dir, std::uint64_t seed, std::uint
   ::close(fds[0]);
   // Killed, or exited on its own with an error (printed to stderr).
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the writer exited with status " << status;
+  return numbers;
+}
+
+/// The batches the writer reported acknowledged (in order, each once).
+std::uint64_t run_and_kill(const std::string& dir, std::uint64_t seed, std::uint64_t generation, log_sync policy,
+                           std::chrono::microseconds delay) {
+  std::uint64_t acknowledged = 0;
+  for (const std::uint64_t number : spawn_and_kill(dir, seed, generation, name(policy), delay)) {
+    EXPECT_EQ(number, acknowledged) << "reports out of order";
+    acknowledged = number + 1;
+  }
   return acknowledged;
 }
 
@@ -519,7 +530,62 @@ void crash_test(log_sync policy, int kills, std::uint64_t seed) {
               static_cast<unsigned long long>(total_acknowledged), static_cast<unsigned long long>(total_extra));
 }
 
+/// The one-key mode: threads of the writer calling put, insert and erase
+/// at once, each on keys of its own. After each kill, each thread's keys
+/// must hold its acknowledged calls, and maybe the one it had in flight.
+void point_crash_test(log_sync policy, int kills, std::uint64_t seed) {
+  if (const char* env = std::getenv("TANDEM_CRASH_KILLS")) kills = std::atoi(env);
+  ASSERT_TRUE(fs::exists(crash_writer_path())) << crash_writer_path() << " is missing (build tandem_crash_writer)";
+  test::temp_folder dir("durability-points");
+  constexpr std::uint64_t threads = test::crash_point_threads;
+  std::vector<index_model> models(threads);
+  std::mt19937_64 rng(seed);
+  std::uint64_t total_acknowledged = 0, total_extra = 0;
+  auto apply_call = [](index_model& m, const test::point_call& c) {
+    batch b;
+    b.add({c.key, c.value, 0, c.type});
+    apply(m, b);
+  };
+  for (int g = 0; g < kills; ++g) {
+    const auto gen = static_cast<std::uint64_t>(g);
+    const auto delay = std::chrono::microseconds(20'000 + rng() % 60'000);
+    std::vector<std::uint64_t> acked(threads, 0);
+    for (const std::uint64_t number : spawn_and_kill(dir.path(), seed, gen, std::string(name(policy)) + "-points", delay)) {
+      const std::uint64_t t = number >> 56;
+      ASSERT_LT(t, threads);
+      EXPECT_EQ(number & ((std::uint64_t{1} << 56) - 1), acked[t]) << "thread " << t << ": reports out of order";
+      acked[t] = (number & ((std::uint64_t{1} << 56) - 1)) + 1;
+    }
+    tandem::index idx(durable(dir.path(), policy, 2));
+    const std::vector<entry> got = contents(idx);
+    for (std::uint64_t t = 0; t < threads; ++t) {
+      const key_type low = (t + 1) << 40, high = ((t + 2) << 40) - 1;
+      std::vector<entry> mine;
+      for (const entry& e : got) {
+        if (e.key >= low && e.key <= high) mine.push_back(e);
+      }
+      for (std::uint64_t i = 0; i < acked[t]; ++i) apply_call(models[t], test::crash_point_call(t, gen, i));
+      if (mine != as_entries(models[t].data)) {  // its call in flight made it too
+        apply_call(models[t], test::crash_point_call(t, gen, acked[t]));
+        ++total_extra;
+      }
+      ASSERT_TRUE(mine == as_entries(models[t].data))
+          << "kill " << g << ", thread " << t << ": not its " << acked[t] << " acknowledged calls (and maybe the next)";
+      total_acknowledged += acked[t];
+    }
+    idx.verify();
+  }
+  EXPECT_GT(total_acknowledged, 0u);
+  std::printf("%d kills (%s, one-key calls from %llu threads): %llu calls acknowledged, %llu more found\n", kills,
+              name(policy), static_cast<unsigned long long>(threads), static_cast<unsigned long long>(total_acknowledged),
+              static_cast<unsigned long long>(total_extra));
+}
+
 TEST(DurabilityCrash, SyncBatchKeepsEveryAcknowledgedBatch) { crash_test(log_sync::batch, 20, 101); }
+TEST(DurabilityCrash, PointWritesFromThreadsKeepEveryAcknowledgedCall) { point_crash_test(log_sync::batch, 6, 404); }
+TEST(DurabilityCrash, GroupPointWritesFromThreadsKeepEveryAcknowledgedCall) {
+  point_crash_test(log_sync::group, 4, 505);
+}
 TEST(DurabilityCrash, SyncGroupKeepsEveryAcknowledgedBatch) { crash_test(log_sync::group, 6, 202); }
 TEST(DurabilityCrash, SyncNoneKeepsEveryAcknowledgedBatch) { crash_test(log_sync::none, 6, 303); }
 

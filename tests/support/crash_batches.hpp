@@ -44,4 +44,27 @@ inline batch crash_batch(std::uint64_t seed, std::uint64_t generation, std::uint
 /// Batches the writer keeps in flight at once.
 inline constexpr std::size_t crash_in_flight = 8;
 
+/// The one-key mode: threads of the writer each calling index::put,
+/// insert and erase on keys of their own, one call at a time.
+inline constexpr std::uint64_t crash_point_threads = 4;
+
+/// Call `i` of thread `t` in generation `g`: a put to one of 16 keys, an
+/// insert of a new key, the erase of that key, an insert kept (each thread
+/// keys of its own, above 2^40).
+struct point_call {
+  op_type type;
+  key_type key;
+  value_type value;
+};
+inline point_call crash_point_call(std::uint64_t t, std::uint64_t g, std::uint64_t i) {
+  const key_type base = (t + 1) << 40;
+  const value_type value = (g << 32) | i;
+  switch (i % 4) {
+    case 0: return {op_type::put, base | (i / 4 % 16), value};
+    case 1: return {op_type::insert, base | std::uint64_t{1} << 30 | g << 20 | i, value};
+    case 2: return {op_type::erase, base | std::uint64_t{1} << 30 | g << 20 | (i - 1), 0};
+    default: return {op_type::insert, base | std::uint64_t{1} << 31 | g << 20 | i, value};
+  }
+}
+
 }  // namespace tandem::test
