@@ -272,8 +272,9 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->type_name("N|auto")
       ->capture_default_str();
   app.add_option("--min-gpu-batch", opt.min_gpu_batch,
-                 "tandem::config.min_gpu_batch: batches of fewer ops route on the CPU only; auto: the config's "
-                 "default")
+                 "tandem::config.min_gpu_batch: batches of fewer ops route on the CPU only (with the leaf cache "
+                 "holding the leaves, batches of gets from this many on are answered from the GPU's copies); auto: "
+                 "the config's default")
       ->check(count_in(0, std::uint64_t{1} << 32, true))
       ->type_name("N|auto")
       ->capture_default_str();

@@ -318,38 +318,41 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
                         after};
     }
   };
+  // Every op answered from the copies: their answers go down, no rows.
+  auto all_answered = [&](std::size_t lookup_begin, std::size_t lookup_end) -> std::size_t {
+    TANDEM_CUDA_TRY(cudaEventRecord(r.grouped.get(), main_stream));
+    detail::download_item items[3];
+    std::size_t count = 0;
+    answer_items(items, count, r.grouped.get());
+    std::size_t spans[6] = {};
+    double host_out0 = 0;
+    if (count > 0) r.download.run(items, count, down_stream, pool, nullptr, spans, host_out0);
+    TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::sync));
+    TANDEM_CUDA_TRY(cudaStreamSynchronize(down_stream));
+    TANDEM_CUDA_TRY(cudaStreamSynchronize(main_stream));
+    out.group_begin[0] = 0;
+    out.groups = 0;
+    out.key_sorted = true;
+    if (timing != nullptr) {
+      for (const auto& cm : r.chunk_spans) {
+        timing->upload += marks->seconds(cm.begin, cm.uploaded);
+        timing->lookup += marks->seconds(cm.sorted, cm.descended);
+      }
+      if (lookup_end != lookup_begin) timing->lookup += marks->seconds(lookup_begin, lookup_end);
+      timing->kernel = timing->lookup;
+      timing->host_in = host_in;
+      timing->host_out = host_out0;
+      timing->upload += host_in;
+      timing->chunks = chunks;
+      timing->answered = n;
+      timing->bytes_up = n * (sizeof(key_type) + (patching ? sizeof(value_type) + 1 : 0));
+      timing->bytes_down = n * (sizeof(value_type) + 1 + (patching ? sizeof(key_type) : 0)) + sizeof(std::uint32_t);
+    }
+    return 0;
+  };
   if (cached && !patching) {
     rows = select_missed(n, main_stream);
-    if (rows == 0) {
-      TANDEM_CUDA_TRY(cudaEventRecord(r.grouped.get(), main_stream));
-      detail::download_item items[2];
-      std::size_t count = 0;
-      answer_items(items, count, r.grouped.get());
-      std::size_t spans[4] = {};
-      double host_out0 = 0;
-      if (count > 0) r.download.run(items, count, down_stream, pool, nullptr, spans, host_out0);
-      TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::sync));
-      TANDEM_CUDA_TRY(cudaStreamSynchronize(down_stream));
-      TANDEM_CUDA_TRY(cudaStreamSynchronize(main_stream));
-      out.group_begin[0] = 0;
-      out.groups = 0;
-      out.key_sorted = true;
-      if (timing != nullptr) {
-        for (const auto& cm : r.chunk_spans) {
-          timing->upload += marks->seconds(cm.begin, cm.uploaded);
-          timing->lookup += marks->seconds(cm.sorted, cm.descended);
-        }
-        timing->kernel = timing->lookup;
-        timing->host_in = host_in;
-        timing->host_out = host_out0;
-        timing->upload += host_in;
-        timing->chunks = chunks;
-        timing->answered = n;
-        timing->bytes_up = n * sizeof(key_type);
-        timing->bytes_down = n * (sizeof(value_type) + 1) + sizeof(std::uint32_t);
-      }
-      return 0;
-    }
+    if (rows == 0) return all_answered(0, 0);
   }
   if (ranged) {
     TANDEM_CUDA_TRY(cudaMemcpyAsync(r.selected_host.data(), r.kept.data(), sizeof(std::uint32_t),
@@ -411,9 +414,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
       detail::row_arrays left{routed_keys, routed_positions, routed_ordinals, nullptr, nullptr,
                               want_hints ? routed_hints : nullptr};
       rows = answer_sorted(vb, m, rows, left, main_stream);
-      if (rows == 0) {  // only a batch without writes could leave none: the scheduler sends none such
-        throw std::logic_error("gpu_router::route_cached: every op of a batch with types was answered");
-      }
+      if (rows == 0) return all_answered(kernel_begin, mark(main_stream));  // gets and lower_bounds only
       n32 = static_cast<std::uint32_t>(rows);
       routed_keys = left.keys;
       routed_positions = left.positions;

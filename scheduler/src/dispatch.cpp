@@ -246,7 +246,8 @@ void index::impl::prepare(prepared& p) {
       gather_log_ops(p);
     });
     p.direct = p.gets_only && p.n != 0 && p.n <= cfg_.direct_get_ops &&
-               (p.n <= cfg_.small_batch_ops || p.n <= direct_gets_per_leaf * p.version->leaf_count());
+               (p.n <= cfg_.small_batch_ops || p.n <= direct_gets_per_leaf * p.version->leaf_count()) &&
+               !copies_take_gets(p);
     if (p.n != 0 && !p.direct) {
       // Not inside the arena: the GPU side waits for the GPU on this thread,
       // never on a TBB worker; the CPU parts enter the arena themselves.

@@ -196,8 +196,8 @@ class index::impl {
   bool route_gpu_ranges(prepared& p, routed_batch_view& part, std::size_t m, std::size_t slice);
   // leaf_copies.cpp, the leaf cache (each function says what it does there):
   bool route_from_copies(prepared& p, double share);  // false: the copies were not used
-  void note_heat(prepared& p);
-  void reroute_after_writes(prepared& p);
+  bool copies_take_gets(const prepared& p) const;
+  void note_heat(prepared& p), reroute_after_writes(prepared& p);
   void fail_copies(const char* what);
   void claim_writes(prepared& p);
   void forget_patches(prepared* next);

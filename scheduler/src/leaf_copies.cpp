@@ -201,16 +201,15 @@ bool index::impl::route_from_copies(prepared& p, double share) {
   const auto& by_type = p.info.ops_by_type;
   auto ops = [&](op_type t) { return by_type[static_cast<std::size_t>(t)]; };
   const std::size_t gets = ops(op_type::get);
-  // Gets alone, (config.gpu_cache_writes) point ops with writes, or, in
-  // the host stand-in, gets and lower_bounds (sorted and judged whole:
-  // with_types). Scans, counts, and lower_bounds beside writes take the
-  // usual route; on the GPU so do lower_bounds, and batches where writes
-  // are more than a quarter of the ops.
+  // Gets alone, (config.gpu_cache_writes) point ops with writes, or gets
+  // and lower_bounds (sorted and judged whole: with_types). Scans, counts,
+  // and lower_bounds beside writes take the usual route; on the GPU so do
+  // batches where writes are more than a quarter of the ops.
   const bool with_types = !p.gets_only;
   const std::size_t writes = ops(op_type::put) + ops(op_type::insert) + ops(op_type::erase);
   const bool takes_writes =
       cfg_.gpu_cache_writes && gets + writes == p.n && (!gpu_ || writes * 4 <= p.n);
-  const bool takes_lower_bounds = !gpu_ && gets + ops(op_type::lower_bound) == p.n;
+  const bool takes_lower_bounds = gets + ops(op_type::lower_bound) == p.n;
   if (with_types && !takes_writes && !takes_lower_bounds) return false;
   const std::size_t lookups = gets + ops(op_type::lower_bound);
   const batch& b = p.j->ops;
@@ -309,6 +308,17 @@ void index::impl::reroute_after_writes(prepared& p) {
   } catch (...) {
     p.failure = std::current_exception();
   }
+}
+
+// A batch of gets that would be answered directly (config.direct_get_ops)
+// is routed from the GPU's copies instead while they held the last routed
+// batch's gets (the gate of route_from_copies) and it has min_gpu_batch
+// gets or more: its gets then cost the host nothing but the misses (the
+// usual route, taken should the copies not answer, is not faster than
+// direct gets, so this asks the same as route_from_copies does).
+bool index::impl::copies_take_gets(const prepared& p) const {
+  return cache_ && gpu_ && copies_off_.load() == 0 && !degraded_.load() && p.n >= cfg_.min_gpu_batch &&
+         cfg_.gpu_order == gpu_query_order::full_sort && copies_rate_.load() >= min_hit_permille;
 }
 
 // The gets of a routed batch that no copy answered heat their leaves

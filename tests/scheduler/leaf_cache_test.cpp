@@ -252,12 +252,12 @@ void writes_into_copies(bool gpu) {
 }
 
 // Lower_bounds of a batch without writes are answered from the copies
-// too (by the host stand-in; on the GPU such batches take the usual route),
-// at the edges as well: lower_bound(0), and past the last key of all (none,
-// key 0). (One whose answer lies in a later leaf, past a gap that erases
-// left, goes to the host: the differential tests cover it.)
-TEST(LeafCache, LowerBoundsFromCopies) {
-  tandem::index idx(cache_config(slot_bytes(1000), false));
+// too, at the edges as well: lower_bound(0), and past the last key of all
+// (none, key 0). (One whose answer lies in a later leaf, past a gap that
+// erases left, goes to the host: the differential tests cover it.) Then a
+// batch that the copies answer whole (no row left for the host).
+void lower_bounds_from_copies(bool gpu) {
+  tandem::index idx(cache_config(slot_bytes(1000), gpu));
   test::index_model model;
   std::vector<entry> pairs;
   for (key_type k = 1; k < 50'000; ++k) pairs.push_back({k * 7, k});
@@ -269,10 +269,43 @@ TEST(LeafCache, LowerBoundsFromCopies) {
   const stats s = idx.stats();
   EXPECT_EQ(s.cache_last_lookups, b.size());
   EXPECT_EQ(s.cache_last_hits, s.cache_last_lookups) << "a lower_bound or get was not answered there";
-  batch whole;  // answered whole: no row left for the host
+  batch whole;
   for (key_type k = 1; k < 40'000; k += 2) whole.lower_bound(k * 7).get(k * 7 + 1).get(k * 7);
   ASSERT_EQ(model.check(whole, idx.execute(whole), "answered whole"), 0u);
   EXPECT_EQ(idx.stats().cache_last_hits, whole.size());
+}
+
+TEST(LeafCache, LowerBoundsFromCopies) { lower_bounds_from_copies(false); }
+
+TEST(LeafCache, GpuLowerBoundsFromCopies) {
+  TANDEM_REQUIRE_GPU();
+  lower_bounds_from_copies(true);
+}
+
+// On the GPU, batches of gets that would be answered directly on the host
+// (config.direct_get_ops) are answered from the copies once they reach
+// min_gpu_batch; smaller ones stay direct.
+TEST(LeafCache, GpuBatchesOfGetsBelowDirectGetOpsUseTheCopies) {
+  TANDEM_REQUIRE_GPU();
+  config cfg = cache_config(slot_bytes(4096), true);
+  cfg.direct_get_ops = config{}.direct_get_ops;
+  cfg.min_gpu_batch = 2048;
+  tandem::index idx(cfg);
+  test::index_model model;
+  std::vector<entry> pairs;
+  for (key_type k = 0; k < (1u << 20); ++k) pairs.push_back({k * 3, k});
+  model.load(idx, pairs);
+  ASSERT_GE(4 * idx.stats().leaves, 4096u) << "batches of 4096 gets would not be direct";
+  test::key_source keys(key_pattern::narrow, 1u << 21, 7);  // keys below 2^22: present ones and absent
+  const stats before = idx.stats();
+  batch big = gets(keys, 4096);
+  ASSERT_EQ(model.check(big, idx.execute(big), "4096 gets"), 0u);
+  const stats mid = idx.stats();
+  EXPECT_EQ(mid.cache_lookups - before.cache_lookups, big.size()) << "the batch was answered directly";
+  EXPECT_EQ(mid.cache_last_hits, big.size());
+  batch small = gets(keys, 1024);
+  ASSERT_EQ(model.check(small, idx.execute(small), "1024 gets"), 0u);
+  EXPECT_EQ(idx.stats().cache_lookups, mid.cache_lookups) << "a batch below min_gpu_batch looked in the copies";
 }
 
 // An op of an unknown type whose byte looks like a write that a copy took
