@@ -48,6 +48,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,7 @@ int plot_earlier_csv(const options& opt) {
 /// @return null, the error printed, when it cannot be made
 std::unique_ptr<tandem::index> make_index(const options& opt, const run_setup& s) {
   try {
+    if (!s.cfg.storage_dir.empty()) std::filesystem::remove_all(s.cfg.storage_dir);  // a fresh index
     auto idx = std::make_unique<tandem::index>(s.cfg);
     if (s.share && !s.sweeping) idx->set_gpu_share(*s.share);
     return idx;
@@ -150,7 +152,12 @@ int main(int argc, char** argv) {
 
   workload_data work;
   if (!make_workload(setup, work)) return 1;
-  if (setup.latency_sweep) return run_latency(opt, setup, *idx, work);
+  if (setup.latency_sweep) {
+    const int status = run_latency(opt, setup, *idx, work);
+    idx.reset();
+    if (!setup.cfg.storage_dir.empty()) std::filesystem::remove_all(setup.cfg.storage_dir);
+    return status;
+  }
 
   run_outcome out;
   run_probe(opt, setup, out);

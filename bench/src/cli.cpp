@@ -109,6 +109,12 @@ tandem::gpu_query_order to_gpu_order(const std::string& s) {
   return tandem::gpu_query_order::full_sort;
 }
 
+tandem::log_sync to_log_sync(const std::string& s) {
+  if (s == "none") return tandem::log_sync::none;
+  if (s == "group") return tandem::log_sync::group;
+  return tandem::log_sync::batch;
+}
+
 int parse_command_line(int argc, char** argv, options& opt) {
   CLI::App app{
       "tandem-bench: YCSB-style throughput of tandem::index (batches through index::submit, end to end), "
@@ -413,15 +419,15 @@ int parse_command_line(int argc, char** argv, options& opt) {
                  "-w save: the snapshot file (its folder also gets the plain file of the comparison; both are removed "
                  "at the end)")
       ->capture_default_str();
-  auto* log_opt =
-      app.add_option("--log-sync", opt.log_sync,
-                     "Run tandem once per value, each on a fresh index (loaded, warmed up, timed): off (no "
-                     "config.storage_dir) or the redo log's config.log_sync_policy none, group or batch, with the "
-                     "log in --storage-dir; one row each, and their rates against off's. Comma-separated")
-          ->delimiter(',')
-          ->check(CLI::IsMember({"off", "none", "group", "batch"}))
-          ->type_name("POLICY,...")
-          ->capture_default_str();
+  app.add_option("--log-sync", opt.log_sync,
+                 "Run tandem once per value, each on a fresh index (loaded, warmed up, timed): off (no "
+                 "config.storage_dir) or the redo log's config.log_sync_policy none, group or batch, with the "
+                 "log in --storage-dir; one row each, and their rates against off's. Comma-separated. With "
+                 "--sweep latency: one policy, the index's for the whole sweep")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"off", "none", "group", "batch"}))
+      ->type_name("POLICY,...")
+      ->capture_default_str();
   app.add_option("--storage-dir", opt.storage_dir,
                  "--log-sync: the folder of the index's checkpoint and redo log (emptied before each run, removed "
                  "at the end)")
@@ -440,7 +446,6 @@ int parse_command_line(int argc, char** argv, options& opt) {
       ->type_name("S")
       ->capture_default_str();
   share_opt->excludes(sweep_opt);
-  log_opt->excludes(sweep_opt);
   app.add_option("--warmup", opt.warmup,
                  "Untimed batches of --batch ops on loaded keys in the workload's mix of reads (C: gets; A, B, "
                  "load: gets and, every other op, an insert of a loaded key: present, so it changes nothing; E "
@@ -492,6 +497,11 @@ int parse_command_line(int argc, char** argv, options& opt) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  const bool logged = !(opt.log_sync.size() == 1 && opt.log_sync[0] == "off");
+  if (logged && (opt.sweep == "share" || (opt.sweep == "latency" && opt.log_sync.size() != 1))) {
+    std::fprintf(stderr, "tandem-bench: --log-sync takes one policy with --sweep latency, and none with --sweep share\n");
+    return 2;
+  }
   if (opt.shards != 0) {
     const std::string w = opt.workload;
     const char* refused = nullptr;
@@ -501,7 +511,7 @@ int parse_command_line(int argc, char** argv, options& opt) {
       refused = "runs no --sweep";
     } else if (opt.client_work) {
       refused = "is a client run already (no --client-work)";
-    } else if (!(opt.log_sync.size() == 1 && opt.log_sync[0] == "off")) {
+    } else if (logged) {
       refused = "runs without a redo log (no --log-sync)";
     } else if (opt.verify && w != "C") {
       refused = "checks answers of workload C only (--verify)";

@@ -87,6 +87,8 @@ struct options {
 [[nodiscard]] workload_kind to_workload(const std::string& s);
 [[nodiscard]] key_dist to_dist(const std::string& s);
 [[nodiscard]] tandem::gpu_query_order to_gpu_order(const std::string& s);
+/// A --log-sync policy other than off.
+[[nodiscard]] tandem::log_sync to_log_sync(const std::string& s);
 /// Workload-dependent defaults of --ops and --batch.
 [[nodiscard]] std::uint64_t default_ops(workload_kind w);
 [[nodiscard]] std::uint64_t default_batch(workload_kind w);

@@ -170,6 +170,7 @@ std::vector<json> run_latency_sweep(tandem::index& idx, baseline* absl, const da
         j["wait"] = system == "tandem" ? (point ? "point" : opt.latency_wait) : "answers on the client thread";
         j["api"] = system == "tandem" ? opt.latency_api : "batch";
         j["puts_percent"] = opt.latency_puts;
+        if (system == "tandem") j["log_sync"] = opt.log_sync[0];  // off, or the index's redo log's policy
         std::string on_caller;
         if (system == "tandem" && !point) {
           j["batches_on_caller"] = caller;

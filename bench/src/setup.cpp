@@ -81,6 +81,10 @@ run_setup resolve_setup(const options& opt) {
   cfg.device = opt.device == "gpu"   ? tandem::device_kind::gpu
                : opt.device == "cpu" ? tandem::device_kind::cpu
                                      : tandem::device_kind::automatic;
+  if (s.latency_sweep && s.log_runs) {  // one policy (parse_command_line), the index's for the sweep
+    cfg.storage_dir = opt.storage_dir;
+    cfg.log_sync_policy = to_log_sync(opt.log_sync[0]);
+  }
   return s;
 }
 

@@ -69,9 +69,7 @@ std::unique_ptr<tandem::index> log_index(const options& opt, const run_setup& s,
   tandem::config c = s.cfg;
   if (policy != "off") {
     c.storage_dir = opt.storage_dir;
-    c.log_sync_policy = policy == "none"    ? tandem::log_sync::none
-                        : policy == "group" ? tandem::log_sync::group
-                                            : tandem::log_sync::batch;
+    c.log_sync_policy = to_log_sync(policy);
   }
   auto idx = std::make_unique<tandem::index>(c);
   if (s.share) idx->set_gpu_share(*s.share);

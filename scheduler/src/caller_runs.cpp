@@ -151,7 +151,7 @@ bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
 // a brief spin (a write or a batch read under way).
 //
 // A leaf whose copy a route may read (the leaf cache) is claimed after the
-// write, and caller_writes_ counts the write after that: a batch routed
+// write (point_claims_, counted there after that): a batch routed
 // from the copies with such a write between its drain and its leaf phase
 // is routed again, the usual way (reroute_after_writes), since a copy it
 // read may predate the write while its other answers do not.
@@ -206,11 +206,10 @@ bool index::impl::write_on_caller(op_type type, key_type key, value_type value,
       if (delta != 0) keys_.fetch_add(static_cast<std::size_t>(delta), std::memory_order_acq_rel);
       if (cache_) {
         try {
-          cache_->claim(&id, 1, gate_.sequence());
+          point_claims_.add(gate_.at(slot), id, *cache_, gate_.sequence());
         } catch (const std::exception& e) {  // no memory for the claim: no copy is read again
           fail_copies(e.what());
         }
-        caller_writes_.fetch_add(1);
       }
     }
   }

@@ -43,6 +43,7 @@
 
 #include "batch_memory.hpp"
 #include "job.hpp"
+#include "point_claims.hpp"
 #include "prepared_batch.hpp"
 #include "reader_gate.hpp"
 #include "worker_thread.hpp"
@@ -390,7 +391,7 @@ class index::impl {
   // Per mille of the last routed batch's gets that current copies held (or would have); syncs still to pass
   // over after one that found nothing to copy (leaf_copies.cpp).
   std::atomic<std::uint32_t> copies_rate_{0}, quiet_syncs_{0};
-  std::atomic<std::uint64_t> caller_writes_{0};  // one-key writes on callers; versions_: their leaves' locks
+  scheduler::point_claims point_claims_;  // of one-key writes on callers; versions_: their leaves' locks
   host::leaf_versions versions_;
   std::atomic<int> copies_off_{0};  // 1: a GPU drain failed (for good); 2: auto, and the leaves do not fit
   scheduler::share_policy policy_;  // routes (look-ahead) and leaf phases (dispatcher) feed it

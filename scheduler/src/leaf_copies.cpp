@@ -239,8 +239,9 @@ bool index::impl::route_from_copies(prepared& p, double share) {
     if (over_budget_.load() || (bound > 0 && n > bound)) return false;
     std::shared_ptr<const inner_layout> on_gpu = gpu_layout_snapshot();
     if (!on_gpu) return false;
-    p.caller_writes = caller_writes_.load();  // before the drain: reroute_after_writes
+    p.caller_writes = point_claims_.count();  // before the drain: reroute_after_writes
     try {
+      point_claims_.fold(*cache_, gate_.sequence());
       cache_->drain(*copies_);  // the claims so far, before any lookup
     } catch (const std::exception& e) {
       fail_copies(e.what());
@@ -269,7 +270,8 @@ bool index::impl::route_from_copies(prepared& p, double share) {
   } else {
     const auto t0 = clock_type::now();
     std::lock_guard<std::mutex> turn(standin_turn_);
-    p.caller_writes = caller_writes_.load();
+    p.caller_writes = point_claims_.count();
+    point_claims_.fold(*cache_, gate_.sequence());
     cache_->drain(*copies_);
     run_in_arena([&] {
       p.routed = with_types ? standin_typed(p, *standin_, answer_keys, out) : standin_gets(p, *standin_, out);
@@ -298,7 +300,7 @@ bool index::impl::route_from_copies(prepared& p, double share) {
 // batch is routed again the usual way; the claims of its first route
 // stand (those of its writes, and the write's own).
 void index::impl::reroute_after_writes(prepared& p) {
-  if (!p.from_copies || p.failure || caller_writes_.load() == p.caller_writes) return;
+  if (!p.from_copies || p.failure || point_claims_.count() == p.caller_writes) return;
   p.from_copies = false;
   p.copy_hits = 0;
   p.routes = {};
@@ -452,6 +454,10 @@ void index::impl::sync_copies(prepared& p) {
 // leaf is copied again.
 void index::impl::refill_copies() {
   if (!cache_ || copies_off_.load() == 1) return;
+  try {
+    point_claims_.fold(*cache_, gate_.sequence());  // of leaves that may be gone: nothing left to claim
+  } catch (const std::bad_alloc&) {
+  }
   cache_->clear();
   const std::size_t live = store_.live_leaves();
   const std::uint32_t rate = live <= cache_->slots() ? 1000 : 0;  // what the copies will hold

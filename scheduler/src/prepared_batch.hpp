@@ -149,7 +149,7 @@ struct prepared {
   std::size_t routed = 0;  // ops in `routes`: n, or those no leaf copy answered
   bool from_copies = false;  // its gets were looked up in the leaf copies first
   std::size_t copy_hits = 0;  // gets answered from the leaf copies
-  std::uint64_t caller_writes = 0;  // index::impl::caller_writes_ before the route looked in the copies
+  std::uint64_t caller_writes = 0;  // point_claims_.count() before the route looked in the copies
   bool no_copies = false;  // routed again, the usual way (reroute_after_writes)
   scheduler::reader_gate::slot* batch_read = nullptr;  // answered directly: its reader_gate::begin_batch_read
   bool patched_copies = false;  // its route wrote puts into copies that stay usable

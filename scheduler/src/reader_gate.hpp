@@ -68,6 +68,8 @@ class reader_gate {
     thread_local const std::size_t at = threads.fetch_add(1, std::memory_order_relaxed) % slot_count;
     return slots_[at];
   }
+  /// The position of slot `s` (below slot_count).
+  [[nodiscard]] std::size_t at(const slot& s) const noexcept { return static_cast<std::size_t>(&s - slots_.data()); }
 
   // ---- readers -----------------------------------------------------------------
 
