@@ -222,6 +222,26 @@ void gpu_router::take_copy_hits(std::vector<std::uint32_t>& hits) {
   for (std::size_t i = 0; i < n; ++i) hits[i] += counted[i];
 }
 
+void gpu_router::read_copies(std::vector<leaf_copy>& table, std::vector<entry>& pool) {
+  state& s = *state_;
+  const detail::account_scope scope(s.account);
+  std::lock_guard<std::mutex> route_lock(s.route_mutex);
+  s.set_device();
+  const detail::copy_resources& c = s.copies;
+  const cudaStream_t stream = s.route.lanes[0]->stream.get();
+  table.resize(c.table_size);
+  pool.resize(c.pool.capacity());
+  if (!table.empty()) {
+    TANDEM_CUDA_TRY(cudaMemcpyAsync(table.data(), c.table.data(), table.size() * sizeof(leaf_copy),
+                                    cudaMemcpyDeviceToHost, stream));
+  }
+  if (!pool.empty()) {
+    TANDEM_CUDA_TRY(
+        cudaMemcpyAsync(pool.data(), c.pool.data(), pool.size() * sizeof(entry), cudaMemcpyDeviceToHost, stream));
+  }
+  TANDEM_CUDA_TRY(cudaStreamSynchronize(stream));
+}
+
 std::size_t gpu_router::copy_bytes() const noexcept {
   const detail::copy_resources& c = state_->copies;
   return c.pool.capacity() * sizeof(entry) +

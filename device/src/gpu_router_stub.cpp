@@ -37,6 +37,7 @@ void gpu_router::reserve_copies(std::size_t) { no_cuda(); }
 void gpu_router::apply_copies(const copy_changes&) { no_cuda(); }
 void gpu_router::take_copy_hits(std::vector<std::uint32_t>&) { no_cuda(); }
 std::size_t gpu_router::copy_bytes() const noexcept { return 0; }
+void gpu_router::read_copies(std::vector<leaf_copy>&, std::vector<entry>&) { no_cuda(); }
 void gpu_router::set_key_bound(std::size_t, std::size_t) { no_cuda(); }
 std::size_t gpu_router::batch_bytes(std::size_t, std::size_t, bool) const { no_cuda(); }
 std::size_t gpu_router::sort_bytes(std::size_t) { no_cuda(); }

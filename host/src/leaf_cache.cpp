@@ -2,6 +2,8 @@
 // host_copies, the copies in host memory.
 #include <tandem/host/leaf_cache.hpp>
 
+#include <tandem/error.hpp>
+
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 
@@ -49,6 +51,11 @@ void host_copies::apply(const copy_changes& c) {
 void host_copies::take_hits(std::vector<std::uint32_t>& hits) {
   const std::size_t n = std::min(hits.size(), hits_.size());
   for (std::size_t i = 0; i < n; ++i) hits[i] += hits_[i].exchange(0, std::memory_order_relaxed);
+}
+
+void host_copies::read(std::vector<leaf_copy>& table, std::vector<entry>& pool) {
+  table = table_;
+  pool = pool_;
 }
 
 std::size_t host_copies::bytes() const noexcept {
@@ -405,6 +412,45 @@ leaf_copy leaf_cache::entry_of(leaf_id id) const {
 leaf_cache_counters leaf_cache::counters() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return counts_;
+}
+
+void leaf_cache::verify(const leaf_store& store, copy_target& target) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<leaf_copy> held;
+  std::vector<entry> pool;
+  target.read(held, pool);
+  auto fail = [](leaf_id id, const std::string& what) {
+    throw invariant_error("leaf cache: leaf " + std::to_string(id) + ": " + what);
+  };
+  std::vector<entry> leaf_entries;
+  for (std::size_t i = 0; i < std::max(held.size(), table_.size()); ++i) {
+    const auto id = static_cast<leaf_id>(i);
+    const leaf_copy mine = i < table_.size() ? table_[i] : leaf_copy{};
+    const leaf_copy there = i < held.size() ? held[i] : leaf_copy{};
+    if ((mine.usable != 0) != (there.usable != 0)) fail(id, "the copies' table differs from the cache's");
+    if (there.usable == 0) continue;
+    if (mine.low != there.low || mine.high != there.high || mine.offset != there.offset ||
+        mine.count != there.count) {
+      fail(id, "the copies' table differs from the cache's");
+    }
+    if (i >= store.leaf_count()) fail(id, "a usable copy of no leaf");
+    const leaf& f = store[id];
+    if (f.low > f.high) fail(id, "a usable copy of a dead leaf");
+    if (there.low != f.low || there.high != f.high) fail(id, "the copy's fences differ from the leaf's");
+    if (there.offset + there.count > pool.size()) fail(id, "the copy passes the pool");
+    leaf_entries.resize(f.data.size());
+    const std::size_t n = f.data.size() == 0 ? 0 : f.data.copy_ordered(min_key, f.data.size(), leaf_entries.data());
+    if (n != there.count) {
+      fail(id, "the copy holds " + std::to_string(there.count) + " entries, the leaf " + std::to_string(n));
+    }
+    for (std::size_t e = 0; e < n; ++e) {
+      const entry& c = pool[there.offset + e];
+      if (c.key != leaf_entries[e].key || c.value != leaf_entries[e].value) {
+        fail(id, "entry " + std::to_string(e) + " of the copy differs from the leaf's (key " + std::to_string(c.key) +
+                     " against " + std::to_string(leaf_entries[e].key) + ")");
+      }
+    }
+  }
 }
 
 }  // namespace tandem::host

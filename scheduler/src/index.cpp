@@ -210,7 +210,10 @@ void index::compact() {
 void index::verify() {
   impl_->refuse_on_dispatcher("verify");
   impl* self = impl_.get();
-  impl_->run_barrier([self] { self->verify_all(); });
+  impl_->run_barrier([self] {
+    self->verify_all();
+    self->verify_copies();
+  });
 }
 
 }  // namespace tandem

@@ -110,7 +110,7 @@ class index::impl {
   bool write_on_caller(op_type type, key_type key, value_type value, std::optional<value_type>& previous);
   bool inject_gpu_fault(device::stage s, int count);
   tandem::stats snapshot() const;
-  void verify_all();
+  void verify_all(), verify_copies();  // verify_copies: leaf_copies.cpp
 
  private:
   // submit_queue.cpp

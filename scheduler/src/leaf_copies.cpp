@@ -29,6 +29,7 @@ class gpu_copy_target final : public host::copy_target {
   void apply(const copy_changes& c) override { g_.apply_copies(c); }
   void take_hits(std::vector<std::uint32_t>& hits) override { g_.take_copy_hits(hits); }
   [[nodiscard]] std::size_t bytes() const noexcept override { return g_.copy_bytes(); }
+  void read(std::vector<leaf_copy>& table, std::vector<entry>& pool) override { g_.read_copies(table, pool); }
 
  private:
   device::gpu_router& g_;
@@ -485,6 +486,25 @@ void index::impl::refill_copies() {
   } catch (const std::bad_alloc&) {  // the copies come back as gets miss
   } catch (const std::exception& e) {
     if (gpu_) fail_copies(e.what());
+  }
+}
+
+// index::verify, no batch in flight: every usable copy holds its leaf
+// (leaf_cache::verify), once the one-key writes' claims are in and every
+// change is sent. A GPU that fails meanwhile turns the copies off, as a
+// failed drain does.
+void index::impl::verify_copies() {
+  if (!cache_ || copies_off_.load() == 1 || (gpu_ && degraded_.load())) return;
+  std::unique_lock<std::mutex> turn(gpu_ ? gpu_turn_ : standin_turn_);
+  try {
+    point_claims_.fold(*cache_, gate_.sequence());
+    cache_->drain(*copies_);
+    cache_->verify(store_, *copies_);
+  } catch (const invariant_error&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (!gpu_) throw;
+    fail_copies(e.what());
   }
 }
 

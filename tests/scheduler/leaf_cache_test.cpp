@@ -457,6 +457,29 @@ TEST(LeafCacheBook, ClaimMakesCopyUnusableAtNextDrain) {
   EXPECT_EQ(t.cache.counters().claims, 1u);
 }
 
+// verify reads the copies back: a copy that no longer holds its leaf (a
+// write that claimed nothing: a skipped claim) is named; claimed, it goes,
+// and the rest pass.
+TEST(LeafCacheBook, VerifyNamesACopyThatDiffersFromItsLeaf) {
+  book t(5'000, 8);
+  const leaf_id id = second_leaf(t.store);
+  t.miss(id, 1);
+  t.sync(1);
+  t.cache.drain(t.copies);
+  ASSERT_EQ(t.at_low(id), copy_answer::found);
+  EXPECT_NO_THROW(t.cache.verify(t.store, t.copies));
+  value_type old = 0;
+  t.store[id].data.upsert(t.store[id].low, 12345, &old);
+  EXPECT_THROW(t.cache.verify(t.store, t.copies), invariant_error) << "a changed value";
+  t.store[id].data.upsert(t.store[id].low, old);
+  EXPECT_NO_THROW(t.cache.verify(t.store, t.copies));
+  t.store[id].data.erase(t.store[id].low);
+  EXPECT_THROW(t.cache.verify(t.store, t.copies), invariant_error) << "an erased key";
+  t.cache.claim(&id, 1, 2);
+  t.cache.drain(t.copies);
+  EXPECT_NO_THROW(t.cache.verify(t.store, t.copies));
+}
+
 TEST(LeafCacheBook, SyncOfAnEarlierBatchDoesNotRemakeALaterClaim) {
   book t(5'000, 8);
   const leaf_id id = second_leaf(t.store);

@@ -302,6 +302,8 @@ class gpu_router {
   void take_copy_hits(std::vector<std::uint32_t>& hits);
   /// @return device bytes of the leaf copies (pool, table, hit counters, staging).
   [[nodiscard]] std::size_t copy_bytes() const noexcept;
+  /// @brief The copies' table and pool, downloaded (host::copy_target::read). Waits.
+  void read_copies(std::vector<leaf_copy>& table, std::vector<entry>& pool);
 
   /// @brief Bounds the route arrays to `route_keys` keys and the scatter's
   ///        outputs to `scatter_keys` answers (route_keys 0: no bound, the

@@ -65,6 +65,9 @@ class copy_target {
   virtual void take_hits(std::vector<std::uint32_t>& hits) = 0;
   /// @return bytes of memory the copies take (pool and table).
   [[nodiscard]] virtual std::size_t bytes() const noexcept = 0;
+  /// @brief The table (by leaf id) and the pool as they are, for
+  ///        `leaf_cache::verify`. Waits.
+  virtual void read(std::vector<leaf_copy>& table, std::vector<entry>& pool) = 0;
 };
 
 /// The copies in host memory: what CPU-only builds answer from, so that the
@@ -75,6 +78,7 @@ class host_copies final : public copy_target {
   void apply(const copy_changes& c) override;
   void take_hits(std::vector<std::uint32_t>& hits) override;
   [[nodiscard]] std::size_t bytes() const noexcept override;
+  void read(std::vector<leaf_copy>& table, std::vector<entry>& pool) override;
   /// @brief `copy_get` on leaf `id`'s copy (none past the table), counting
   ///        the answer as a hit of the leaf.
   copy_answer get(leaf_id id, key_type key, value_type* value) const noexcept;
@@ -161,6 +165,12 @@ class leaf_cache {
   void drain(copy_target& target);
   /// @return whether a drain has something to send.
   [[nodiscard]] bool pending() const;
+  /// @brief Checks that the target holds this table (after a drain: call
+  ///        it after one, nothing changing meanwhile) and that every usable
+  ///        copy holds its live host leaf of `store`: the leaf's fences,
+  ///        its entries in key order. Reads the whole pool (index::verify).
+  /// @throws invariant_error naming the first leaf that differs
+  void verify(const leaf_store& store, copy_target& target) const;
   /// @return the table entry of leaf id (none past the table). For tests.
   [[nodiscard]] leaf_copy entry_of(leaf_id id) const;
 
