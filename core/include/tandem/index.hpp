@@ -388,7 +388,10 @@ class index {
   void checkpoint();
 
   /// @brief Waits for every batch queued before it, then checks every
-  ///        invariant of leaves, leaf table and inner layout.
+  ///        invariant of leaves, leaf table and inner layout, and that
+  ///        each leaf copy the leaf cache holds usable matches its leaf
+  ///        (the copies read back: with the cache on the GPU, a download
+  ///        of its pool). A GPU that fails meanwhile turns the cache off.
   /// @throws tandem::invariant_error naming the first broken invariant
   void verify();
 
