@@ -20,7 +20,10 @@
 //   then records, each one byte `t` (low nibble: what; high nibble: how)
 //   followed by its operands:
 //     0 get k           1 put k v          2 insert k v      3 erase k
-//     4 lower_bound k   5 scan f lo hi     6 count lo hi
+//     4 lower_bound k   (0-4 with t >> 4 == 15: a one-key call on this
+//                       thread, index::get .. lower_bound, beside the
+//                       batches in flight, checked at once)
+//                       5 scan f lo hi     6 count lo hi
 //     7 bulk n k s v    arrays of n ops (t >> 4: get, put, insert, erase,
 //                       lower_bound, put/insert from vectors of unequal
 //                       length, get from a vector); keys k, k + step, ...
@@ -64,6 +67,7 @@
 #include <limits>
 #include <memory>
 #include <memory_resource>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -192,6 +196,11 @@ struct fuzzed_index {
   std::uint64_t ops = 0;
   std::uint64_t invalid_ops = 0;
   std::uint64_t callback_throws = 0;
+  /// One-key writes so far, and their count when the last checked batch was
+  /// submitted: those between may each have taken a sequence number.
+  std::uint64_t point_writes = 0;
+  std::uint64_t point_writes_seen = 0;
+  std::uint64_t point_reads = 0;
   bool verifies_each_batch = false;  // config.verify_each_batch
 };
 
@@ -265,6 +274,7 @@ struct pending {
   std::vector<expected_answer> want;
   std::size_t number = 0;
   const char* how = "";
+  std::uint64_t point_writes = 0;  // fuzzed_index::point_writes when it was submitted
 };
 
 class session {
@@ -327,29 +337,49 @@ class session {
     switch (t & 15) {
       case 0: {
         const key_type k = key();
-        if (room(1)) cur_.get(k);
+        if (how == 15) {
+          point(op{k, 0, 0, op_type::get, scan_order::ordered});
+        } else if (room(1)) {
+          cur_.get(k);
+        }
         break;
       }
       case 1: {
         const key_type k = key();
         const value_type v = value();
-        if (room(1)) cur_.put(k, v);
+        if (how == 15) {
+          point(op{k, v, 0, op_type::put, scan_order::ordered});
+        } else if (room(1)) {
+          cur_.put(k, v);
+        }
         break;
       }
       case 2: {
         const key_type k = key();
         const value_type v = value();
-        if (room(1)) cur_.insert(k, v);
+        if (how == 15) {
+          point(op{k, v, 0, op_type::insert, scan_order::ordered});
+        } else if (room(1)) {
+          cur_.insert(k, v);
+        }
         break;
       }
       case 3: {
         const key_type k = key();
-        if (room(1)) cur_.erase(k);
+        if (how == 15) {
+          point(op{k, 0, 0, op_type::erase, scan_order::ordered});
+        } else if (room(1)) {
+          cur_.erase(k);
+        }
         break;
       }
       case 4: {
         const key_type k = key();
-        if (room(1)) cur_.lower_bound(k);
+        if (how == 15) {
+          point(op{k, 0, 0, op_type::lower_bound, scan_order::ordered});
+        } else if (room(1)) {
+          cur_.lower_bound(k);
+        }
         break;
       }
       case 5: {
@@ -398,6 +428,65 @@ class session {
     }
   }
 
+  /// A one-key call (index::get, put, insert, erase, lower_bound) on this
+  /// thread, beside the batches in flight: it sees every write submitted
+  /// before it (the model holds them), and the batches after it see it. A
+  /// write may run here or go through the queue, taking a sequence number
+  /// (`point_writes`: the checks of later batches allow for it).
+  void point(const op& o) {
+    const expected_answer want = f_.model.run(o);
+    const op_result& w = want.result;
+    tandem::index& idx = *f_.idx;
+    trace("one-key %s\n", describe(o).c_str());
+    bool found = false;
+    value_type value = 0;
+    key_type at = o.key;
+    switch (o.type) {
+      case op_type::get: {
+        const std::optional<value_type> v = idx.get(o.key);
+        found = v.has_value();
+        value = v.value_or(0);
+        break;
+      }
+      case op_type::put: {
+        const std::optional<value_type> v = idx.put(o.key, o.arg);
+        found = v.has_value();
+        value = v.value_or(0);
+        break;
+      }
+      case op_type::insert: {
+        found = !idx.insert(o.key, o.arg);
+        value = w.value;  // insert says only whether the key was there
+        break;
+      }
+      case op_type::erase: {
+        const std::optional<value_type> v = idx.erase(o.key);
+        found = v.has_value();
+        value = v.value_or(0);
+        break;
+      }
+      default: {
+        const std::optional<entry> e = idx.lower_bound(o.key);
+        found = e.has_value();
+        value = e ? e->value : 0;
+        at = e ? e->key : 0;
+        break;
+      }
+    }
+    if (o.type == op_type::put || o.type == op_type::insert || o.type == op_type::erase) {
+      ++f_.point_writes;
+    } else {
+      ++f_.point_reads;
+    }
+    const bool same = found == w.found && value == w.value && (o.type != op_type::lower_bound || at == w.key);
+    if (!same) {
+      fail("one-key " + describe(o) + ": found " + std::to_string(found) + " value " + std::to_string(value) +
+           (o.type == op_type::lower_bound ? " key " + std::to_string(at) : std::string()) + ", the model: found " +
+           std::to_string(w.found) + " value " + std::to_string(w.value) +
+           (o.type == op_type::lower_bound ? " key " + std::to_string(w.key) : std::string()));
+    }
+  }
+
   void bulk(unsigned how) {
     std::size_t n = in_.byte();
     const key_type first = key();
@@ -434,6 +523,7 @@ class session {
   void submit(unsigned how) {
     pending p;
     p.number = number_++;
+    p.point_writes = f_.point_writes;
     p.ops.resize(cur_.size());
     for (std::size_t i = 0; i < cur_.size(); ++i) p.ops[i] = cur_[i];
     // The model runs the batch now: its place in the queue is now.
@@ -543,10 +633,12 @@ class session {
     const std::uint64_t s = r.sequence();
     const std::uint64_t lowest = writes ? std::max(f_.after_write, f_.next_sequence == 0 ? 0 : f_.next_sequence - 1)
                                         : f_.after_write;
-    if (r.size() == p.ops.size() && (s < lowest || s > f_.next_sequence)) {
+    const std::uint64_t highest = f_.next_sequence + (p.point_writes - f_.point_writes_seen);
+    if (r.size() == p.ops.size() && (s < lowest || s > highest)) {
       report(p, {"sequence " + std::to_string(s) + ", want " + std::to_string(lowest) + " to " +
-                 std::to_string(f_.next_sequence)});
+                 std::to_string(highest)});
     }
+    f_.point_writes_seen = p.point_writes;
     f_.next_sequence = std::max(f_.next_sequence, s + 1);
     if (writes) f_.after_write = s + 1;
     compare(p, r);
@@ -758,9 +850,19 @@ class session {
     const tandem::stats s = idx.stats();
     std::string d;
     if (s.keys != f_.model.data.size()) d += " keys " + std::to_string(s.keys);
-    if (s.batches != f_.batches) d += " batches " + std::to_string(s.batches) + " (want " + std::to_string(f_.batches) + ")";
+    // One-key writes not applied on their callers ran as one-op batches.
+    if (s.point_writes > f_.point_writes) {
+      d += " point_writes " + std::to_string(s.point_writes) + " (of " + std::to_string(f_.point_writes) + " calls)";
+    }
+    const std::uint64_t queued = f_.point_writes - std::min(s.point_writes, f_.point_writes);
+    if (s.point_reads != f_.point_reads) {
+      d += " point_reads " + std::to_string(s.point_reads) + " (want " + std::to_string(f_.point_reads) + ")";
+    }
+    if (s.batches != f_.batches + queued) {
+      d += " batches " + std::to_string(s.batches) + " (want " + std::to_string(f_.batches + queued) + ")";
+    }
     if (s.failed_batches != 0) d += " failed_batches " + std::to_string(s.failed_batches);
-    if (s.ops != f_.ops) d += " ops " + std::to_string(s.ops) + " (want " + std::to_string(f_.ops) + ")";
+    if (s.ops != f_.ops + queued) d += " ops " + std::to_string(s.ops) + " (want " + std::to_string(f_.ops + queued) + ")";
     if (s.invalid_ops != f_.invalid_ops) {
       d += " invalid_ops " + std::to_string(s.invalid_ops) + " (want " + std::to_string(f_.invalid_ops) + ")";
     }
