@@ -275,6 +275,7 @@ struct pending {
   std::size_t number = 0;
   const char* how = "";
   std::uint64_t point_writes = 0;  // fuzzed_index::point_writes when it was submitted
+  bool writes = false;             // it holds a put, insert or erase
 };
 
 class session {
@@ -434,6 +435,12 @@ class session {
   /// write may run here or go through the queue, taking a sequence number
   /// (`point_writes`: the checks of later batches allow for it).
   void point(const op& o) {
+    // A batch takes effect at one instant between its submit and its
+    // answer, so a one-key write may land before a batch of reads still
+    // pending: such batches are answered first (a write waits for the
+    // batches with writes before it anyway), and the model's order holds.
+    const bool write = o.type == op_type::put || o.type == op_type::insert || o.type == op_type::erase;
+    if (write && std::any_of(pending_.begin(), pending_.end(), [](const pending& p) { return !p.writes; })) drain();
     const expected_answer want = f_.model.run(o);
     const op_result& w = want.result;
     tandem::index& idx = *f_.idx;
@@ -473,7 +480,7 @@ class session {
         break;
       }
     }
-    if (o.type == op_type::put || o.type == op_type::insert || o.type == op_type::erase) {
+    if (write) {
       ++f_.point_writes;
     } else {
       ++f_.point_reads;
@@ -526,6 +533,9 @@ class session {
     p.point_writes = f_.point_writes;
     p.ops.resize(cur_.size());
     for (std::size_t i = 0; i < cur_.size(); ++i) p.ops[i] = cur_[i];
+    p.writes = std::any_of(p.ops.begin(), p.ops.end(), [](const op& o) {
+      return o.type == op_type::put || o.type == op_type::insert || o.type == op_type::erase;
+    });
     // The model runs the batch now: its place in the queue is now.
     p.want.reserve(p.ops.size());
     for (const op& o : p.ops) p.want.push_back(f_.model.run(o));
@@ -627,9 +637,7 @@ class session {
     // anywhere from the last write's number + 1 up to the next number; a
     // batch with writes gets the next number (or the one a read answered on
     // its caller shared), above every earlier write.
-    const bool writes = std::any_of(p.ops.begin(), p.ops.end(), [](const op& o) {
-      return o.type == op_type::put || o.type == op_type::insert || o.type == op_type::erase;
-    });
+    const bool writes = p.writes;
     const std::uint64_t s = r.sequence();
     const std::uint64_t lowest = writes ? std::max(f_.after_write, f_.next_sequence == 0 ? 0 : f_.next_sequence - 1)
                                         : f_.after_write;
