@@ -469,7 +469,7 @@ void index::impl::sync_copies(prepared& p) {
 void index::impl::refill_copies() {
   if (!cache_ || copies_off_.load() == 1) return;
   try {
-    point_claims_.fold(*cache_, gate_.sequence());  // of leaves that may be gone: nothing left to claim
+    point_claims_.fold(*cache_, gate_.sequence());  // now, with the copies they claim: later they would drop new ones
   } catch (const std::bad_alloc&) {
   }
   cache_->clear();
