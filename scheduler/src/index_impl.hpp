@@ -202,7 +202,7 @@ class index::impl {
   void fail_copies(const char* what);
   void claim_writes(prepared& p);
   void forget_patches(prepared* next);
-  void sync_copies(prepared& p);
+  void sync_copies(prepared& p, bool reshaped);
   void refill_copies();
   void open_cache();
   /// Adds a GPU route's timing and keys to the batch's report and bytes.
@@ -389,8 +389,8 @@ class index::impl {
   std::atomic<std::uint64_t> copy_lookups_{0}, copy_hits_{0}, last_copy_lookups_{0}, last_copy_hits_{0},
       last_synced_bytes_{0};
   // Per mille of the last routed batch's gets that current copies held (or would have); syncs still to pass
-  // over after one that found nothing to copy (leaf_copies.cpp).
-  std::atomic<std::uint32_t> copies_rate_{0}, quiet_syncs_{0};
+  // over after one that found nothing to copy, and after leaves split or merged (leaf_copies.cpp).
+  std::atomic<std::uint32_t> copies_rate_{0}, quiet_syncs_{0}, reshaped_syncs_{0};
   scheduler::point_claims point_claims_;  // of one-key writes on callers; versions_: their leaves' locks
   host::leaf_versions versions_;
   std::atomic<int> copies_off_{0};  // 1: a GPU drain failed (for good); 2: auto, and the leaves do not fit

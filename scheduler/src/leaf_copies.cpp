@@ -443,7 +443,21 @@ void index::impl::forget_patches(prepared* next) {
 // After a routed batch's leaf phase (leaf_cache::sync): the leaves its
 // gets missed are copied from the leaves as it left them, for the next
 // batches that look.
-void index::impl::sync_copies(prepared& p) {
+//
+// `reshaped`: its leaf phase split or merged leaves (or left the layout
+// behind them). The batches routed meanwhile, on the older layout, claimed
+// the leaves their route named, while their writes land in the leaves that
+// hold their keys now (a merged leaf's left neighbour, a split's new
+// right leaf): a copy made before they have run could miss their writes
+// and stay usable. So no copy is made until pipeline_depth routed batches
+// have run since.
+void index::impl::sync_copies(prepared& p, bool reshaped) {
+  if (!cache_) return;
+  if (reshaped) reshaped_syncs_.store(pipeline_depth);
+  if (reshaped_syncs_.load() > 0) {
+    reshaped_syncs_.fetch_sub(1);
+    return;
+  }
   // A batch routed the usual way with writes claimed its leaves: copies of
   // them made after each such batch would be dropped by the next.
   if (!cache_ || copies_off_.load() != 0 || !(p.from_copies || read_only(p))) return;

@@ -80,7 +80,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
     p.result_keys = p.j->ops.take_keys();
     copy_lower_bound_keys(p);
     const auto t0 = clock_type::now();
-    sync_copies(p);
+    sync_copies(p, sync_pending_);
     p.times.sync = seconds_since(t0);
     verify_if_asked();
     return;
@@ -138,7 +138,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
     const bool stale = !p.routes.hinted || lr.stale_hints * 8 > lr.hinted_ops + lr.stale_hints;
     if (stale && batches_since_guides_ >= guide_refresh_batches) refresh_guides();
   }
-  sync_copies(p);
+  sync_copies(p, sync_pending_ || lr.splits_lost || !lr.splits.empty() || !lr.underfull.empty());
   p.times.sync = seconds_since(t0);
 
   t0 = clock_type::now();
