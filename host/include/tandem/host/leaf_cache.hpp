@@ -18,7 +18,9 @@
 /// between a sync and its drain wins (the entry the drain sends is the
 /// table's current one). A leaf whose writes the batch's route also wrote
 /// into its copy (`patched`) keeps the copy usable. Structural changes
-/// (splits, merges) drop the copies of the leaves they touch; loads,
+/// (splits, merges) drop the copies of the leaves they touch (and the
+/// index makes no copy until the batches routed before them have run:
+/// their claims name leaves of the older layout); loads,
 /// compactions and table rebuilds drop every copy. So a copy that a route
 /// reads holds its leaf as the batch's view has it (the batches before it,
 /// all applied).
