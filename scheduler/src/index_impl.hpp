@@ -203,8 +203,7 @@ class index::impl {
   void claim_writes(prepared& p);
   void forget_patches(prepared* next);
   void sync_copies(prepared& p, bool reshaped);
-  void refill_copies();
-  void open_cache();
+  void refill_copies(), open_cache();
   /// Adds a GPU route's timing and keys to the batch's report and bytes.
   void note_gpu_route(prepared& p, const device::route_timing& t, std::size_t keys, double seconds);
   static void add_gpu_route(route_report& info, const device::route_timing& t, std::size_t keys, double seconds);

@@ -422,6 +422,15 @@ struct book {
   void miss(leaf_id id, std::uint32_t count) { cache.note_misses(&id, &count, 1); }
   /// The sync after batch `sequence`, without a byte bound to speak of.
   std::size_t sync(std::uint64_t sequence) { return cache.sync(store, sequence, std::size_t{1} << 30); }
+  /// A leaf (the second) copied by a sync after batch 1 and sent to the
+  /// copies. @return its id
+  leaf_id copied_leaf() {
+    const leaf_id id = second_leaf(store);
+    miss(id, 1);
+    sync(1);
+    cache.drain(copies);
+    return id;
+  }
   /// The copies' answer for leaf `id`'s lowest key.
   copy_answer at_low(leaf_id id) {
     value_type v = 0;
@@ -446,10 +455,7 @@ TEST(LeafCacheBook, SyncCopiesMissedLeaves) {
 
 TEST(LeafCacheBook, ClaimMakesCopyUnusableAtNextDrain) {
   book t(5'000, 8);
-  const leaf_id id = second_leaf(t.store);
-  t.miss(id, 1);
-  t.sync(1);
-  t.cache.drain(t.copies);
+  const leaf_id id = t.copied_leaf();
   t.cache.claim(&id, 1, 2);
   EXPECT_TRUE(t.cache.pending());
   t.cache.drain(t.copies);
@@ -462,10 +468,7 @@ TEST(LeafCacheBook, ClaimMakesCopyUnusableAtNextDrain) {
 // and the rest pass.
 TEST(LeafCacheBook, VerifyNamesACopyThatDiffersFromItsLeaf) {
   book t(5'000, 8);
-  const leaf_id id = second_leaf(t.store);
-  t.miss(id, 1);
-  t.sync(1);
-  t.cache.drain(t.copies);
+  const leaf_id id = t.copied_leaf();
   ASSERT_EQ(t.at_low(id), copy_answer::found);
   EXPECT_NO_THROW(t.cache.verify(t.store, t.copies));
   value_type old = 0;
