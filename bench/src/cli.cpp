@@ -387,6 +387,14 @@ int parse_command_line(int argc, char** argv, options& opt) {
                "key array read and its answers written in place; other ops: a tandem::batch built from the arrays) "
                "and every answer read, up to --inflight batches a client in flight; reported beside the index-only "
                "run (workloads of gets, puts, inserts and erases)");
+  app.add_option("--keys-on", opt.keys_on,
+                 "gpu: after tandem's run, the same batches with their keys and answer arrays in the GPU's memory "
+                 "(uploaded before timing, as a GPU pipeline holds them), handed to the index as device columns "
+                 "(index::submit of columns with columns::device), up to --inflight in flight, the answers then "
+                 "compared with host columns'; and the gpu-array baseline run again with its queries and answers "
+                 "in GPU memory (workload C)")
+      ->check(CLI::IsMember({"host", "gpu"}))
+      ->capture_default_str();
   app.add_option("--clients", opt.clients, "--client-work: client threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
@@ -500,6 +508,10 @@ int parse_command_line(int argc, char** argv, options& opt) {
   const bool logged = !(opt.log_sync.size() == 1 && opt.log_sync[0] == "off");
   if (logged && (opt.sweep == "share" || (opt.sweep == "latency" && opt.log_sync.size() != 1))) {
     std::fprintf(stderr, "tandem-bench: --log-sync takes one policy with --sweep latency, and none with --sweep share\n");
+    return 2;
+  }
+  if (opt.keys_on == "gpu" && (opt.workload != "C" || !opt.sweep.empty() || opt.shards != 0 || logged)) {
+    std::fprintf(stderr, "tandem-bench: --keys-on gpu runs workload C, without --sweep, --shards or --log-sync\n");
     return 2;
   }
   if (opt.shards != 0) {

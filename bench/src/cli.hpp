@@ -66,6 +66,7 @@ struct options {
   int latency_puts = -1;  ///< --sweep latency: percent of puts among the ops (-1: the workload's)
   bool client_work = false;  ///< --client-work: also the run with batches built and answers read on client threads
   std::size_t clients = 1;   ///< --clients: client threads of --client-work
+  std::string keys_on = "host";  ///< --keys-on: host | gpu (also the runs with keys and answers in GPU memory)
   std::size_t shards = 0;    ///< --shards: indexes over equal key ranges (0: one index, the usual run)
   std::string warmup = "auto";
   std::string plot;

@@ -56,10 +56,14 @@ using gpu_array_check =
 /// @brief Loads `n` distinct pairs onto the GPU and answers every batch.
 /// @param batches get ops only (std::invalid_argument otherwise)
 /// @param check   optional, see gpu_array_check
+/// @param queries_on_gpu every batch's queries and answers in GPU memory
+///        (--keys-on gpu: a GPU pipeline's arrays, uploaded before timing,
+///        answers brought down after it): the timed run moves nothing over
+///        PCIe
 /// @throws std::runtime_error on a CUDA error (message names the call), or
 ///         when built without CUDA
 [[nodiscard]] gpu_array_figures run_gpu_array(const tandem::key_type* keys, const tandem::value_type* values,
                                               std::size_t n, const std::vector<std::vector<tandem::op>>& batches,
-                                              const gpu_array_check& check);
+                                              const gpu_array_check& check, bool queries_on_gpu = false);
 
 }  // namespace tandem_bench

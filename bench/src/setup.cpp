@@ -16,6 +16,7 @@ namespace tandem_bench {
 run_setup resolve_setup(const options& opt) {
   run_setup s;
   s.sweeping = opt.sweep == "share";
+  s.keys_on_gpu = opt.keys_on == "gpu";
   s.latency_sweep = opt.sweep == "latency";
   workload_spec& spec = s.spec;
   spec.kind = to_workload(opt.workload);

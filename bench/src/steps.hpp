@@ -49,6 +49,7 @@ struct run_setup {
   bool churn = false, save = false;  ///< -w churn, -w save: workloads of their own
   /// --log-sync other than off: one fresh index per policy, with a storage folder.
   bool log_runs = false;
+  bool keys_on_gpu = false;  ///< --keys-on gpu
   std::string host;
   tandem::config cfg;  ///< the index's config
 };

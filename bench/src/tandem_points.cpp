@@ -4,10 +4,12 @@
 #include "steps.hpp"
 
 #include "client_work.hpp"
+#include "device_keys.hpp"
 #include "persist.hpp"
 #include "report.hpp"
 #include "tandem_run.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -137,6 +139,55 @@ void run_client_work_point(const options& opt, const workload_data& w, tandem::i
   out.results.push_back(std::move(r));
 }
 
+/// --keys-on gpu: the same batches as device columns, beside the run just
+/// done (out.results.back()).
+void run_device_keys_point(const options& opt, const run_setup& s, const workload_data& w, tandem::index& idx,
+                           double load_seconds, run_outcome& out) {
+  const tandem::stats st = idx.stats();
+  if (st.device.rfind("gpu", 0) != 0) {
+    out.notes.push_back("keys-on-gpu: skipped (the index routes on the CPU: " + st.device + ")");
+    return;
+  }
+  system_result r;
+  r.system = "tandem keys-on-gpu";
+  r.description = "the same batches with keys and answers in GPU " + std::to_string(s.cfg.gpu_device) +
+                  "'s memory, handed over as device columns, up to " + std::to_string(opt.inflight) + " in flight";
+  r.load_seconds = load_seconds;
+  r.load_keys = w.ds.load_keys.size();
+  device_keys_figures d;
+  try {
+    progress_bar bar("tandem keys-on-gpu", 1, "run");
+    d = run_device_keys(idx, w.ds.batches, s.cfg.gpu_device, opt.inflight);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem-bench: keys-on-gpu: %s\n", e.what());
+    out.notes.push_back(std::string("keys-on-gpu: failed: ") + e.what());
+    out.exit_code = 1;
+    return;
+  }
+  r.run = d.run;
+  r.device_used = st.device;
+  const auto alone = std::find_if(out.results.rbegin(), out.results.rend(),
+                                  [](const system_result& x) { return x.system == "tandem"; });
+  const double host_rate = alone == out.results.rend() ? 0.0 : static_cast<double>(alone->run.ops) / alone->run.seconds;
+  const double rate = static_cast<double>(r.run.ops) / r.run.seconds;
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "keys-on-gpu: %.2f M ops/s, %.3fx the host arrays' %.2f (same run); %.3f PCIe bytes a get; %.1f%% "
+                "of the gets answered in the leaf copies; %llu answers unlike host columns'",
+                rate / 1e6, rate / host_rate, host_rate / 1e6,
+                static_cast<double>(d.pcie_bytes) / static_cast<double>(std::max<std::uint64_t>(r.run.ops, 1)),
+                100.0 * static_cast<double>(d.cache_hits) / static_cast<double>(std::max<std::uint64_t>(d.cache_lookups, 1)),
+                static_cast<unsigned long long>(d.mismatches));
+  out.notes.push_back(line);
+  std::snprintf(line, sizeof(line),
+                "             route stage %.3f s over the run (wall %.3f s); latest batch: GPU kernel %.3f ms, GPU "
+                "route %.3f ms",
+                d.route_seconds, r.run.seconds, d.last_kernel * 1e3, d.last_route * 1e3);
+  out.notes.push_back(line);
+  if (d.mismatches != 0) out.exit_code = 1;
+  out.results.push_back(std::move(r));
+}
+
 /// --log-sync: each logged run's rate against the run without a log.
 void log_ratio_notes(run_outcome& out) {
   const system_result* off = nullptr;
@@ -215,6 +266,7 @@ void run_points(const options& opt, const run_setup& s, const workload_data& w,
     r.tandem = std::move(fig);
     out.results.push_back(std::move(r));
     if (opt.client_work && !s.sweeping && !s.log_runs) run_client_work_point(opt, w, *idx, load_seconds, out);
+    if (s.keys_on_gpu) run_device_keys_point(opt, s, w, *idx, load_seconds, out);
   }
   if (s.log_runs) {
     idx.reset();

@@ -65,7 +65,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   const bool patching = cached && out.types != nullptr;
   const bool remap = ranged || (cached && !patching);
   const bool answers_direct =
-      cached && !patching && detail::is_pinned(answers->values) && detail::is_pinned(answers->found);
+      cached && !patching && detail::dma_ready(answers->values) && detail::dma_ready(answers->found);
   const detail::in_range keep{ranged ? range->lo : 0, ranged ? range->hi : 0};
   const std::size_t room = ranged ? range->limit : n;  // ops the arrays hold
   const bool full = options.order == aggregation::full;
@@ -83,9 +83,12 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   // still descends (full sort: they are final once sorted).
   const cudaStream_t down_stream = r.lanes.size() > 1 ? r.lanes[1]->stream.get() : main_stream;
 
-  const bool keys_pinned = detail::is_pinned(keys);
-  const bool args_pinned = want_args && detail::is_pinned(args);
-  const bool types_pinned = want_types && detail::is_pinned(types);
+  const bool keys_pinned = detail::dma_ready(keys);
+  // Keys and copy answers in GPU memory (device columns) cross no link.
+  const bool keys_on_gpu = timing != nullptr && detail::in_gpu_memory(keys);
+  const bool answers_on_gpu = timing != nullptr && cached && detail::in_gpu_memory(answers->values);
+  const bool args_pinned = want_args && detail::dma_ready(args);
+  const bool types_pinned = want_types && detail::dma_ready(types);
 
   // ---- room: every growth before anything is enqueued (a growth frees) ----
   auto grow = [&](auto& a, std::size_t count) { return a.capacity() < count && a.reserve(grown(count)); };
@@ -234,11 +237,11 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     key_type* key_dst = ranged ? r.chunk_keys.data() : r.keys.data() + offset;
     value_type* arg_dst = ranged ? r.chunk_args.data() : r.args.data() + offset;
     std::uint8_t* type_dst = ranged ? r.chunk_types.data() : r.types.data() + offset;
-    TANDEM_CUDA_TRY(cudaMemcpyAsync(key_dst, key_src, count * sizeof(key_type), cudaMemcpyHostToDevice, stream));
+    TANDEM_CUDA_TRY(cudaMemcpyAsync(key_dst, key_src, count * sizeof(key_type), cudaMemcpyDefault, stream));
     if (want_args) {
-      TANDEM_CUDA_TRY(cudaMemcpyAsync(arg_dst, arg_src, count * sizeof(value_type), cudaMemcpyHostToDevice, stream));
+      TANDEM_CUDA_TRY(cudaMemcpyAsync(arg_dst, arg_src, count * sizeof(value_type), cudaMemcpyDefault, stream));
     }
-    if (want_types) TANDEM_CUDA_TRY(cudaMemcpyAsync(type_dst, type_src, count, cudaMemcpyHostToDevice, stream));
+    if (want_types) TANDEM_CUDA_TRY(cudaMemcpyAsync(type_dst, type_src, count, cudaMemcpyDefault, stream));
     TANDEM_CUDA_TRY(cudaEventRecord(lane.staged.get(), stream));
     cm.uploaded = mark(stream);
     if (ranged) {  // keep the chunk's ops in the range, after those kept before
@@ -273,9 +276,9 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
       if (answers_direct) {
         TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::download));
         TANDEM_CUDA_TRY(cudaMemcpyAsync(answers->values + offset, r.answers.data() + offset,
-                                        count * sizeof(value_type), cudaMemcpyDeviceToHost, stream));
+                                        count * sizeof(value_type), cudaMemcpyDefault, stream));
         TANDEM_CUDA_TRY(cudaMemcpyAsync(answers->found + offset, r.answer_found.data() + offset, count,
-                                        cudaMemcpyDeviceToHost, stream));
+                                        cudaMemcpyDefault, stream));
       }
     }
     if (!full) {
@@ -310,11 +313,11 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   // Copy answers that go down through the staged download (outputs not pinned).
   auto answer_items = [&](detail::download_item* items, std::size_t& count, cudaEvent_t after) {
     if (!cached || answers_direct) return;
-    items[count++] = {answers->values, r.answers.data(), n * sizeof(value_type), detail::is_pinned(answers->values),
+    items[count++] = {answers->values, r.answers.data(), n * sizeof(value_type), detail::dma_ready(answers->values),
                       after};
-    items[count++] = {answers->found, r.answer_found.data(), n, detail::is_pinned(answers->found), after};
+    items[count++] = {answers->found, r.answer_found.data(), n, detail::dma_ready(answers->found), after};
     if (patching && answers->keys != nullptr) {
-      items[count++] = {answers->keys, r.answer_keys.data(), n * sizeof(key_type), detail::is_pinned(answers->keys),
+      items[count++] = {answers->keys, r.answer_keys.data(), n * sizeof(key_type), detail::dma_ready(answers->keys),
                         after};
     }
   };
@@ -345,8 +348,9 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
       timing->upload += host_in;
       timing->chunks = chunks;
       timing->answered = n;
-      timing->bytes_up = n * (sizeof(key_type) + (patching ? sizeof(value_type) + 1 : 0));
-      timing->bytes_down = n * (sizeof(value_type) + 1 + (patching ? sizeof(key_type) : 0)) + sizeof(std::uint32_t);
+      timing->bytes_up = (keys_on_gpu ? 0 : n * sizeof(key_type)) + (patching ? n * (sizeof(value_type) + 1) : 0);
+      timing->bytes_down = (answers_on_gpu ? 0 : n * (sizeof(value_type) + 1 + (patching ? sizeof(key_type) : 0))) +
+                           sizeof(std::uint32_t);
     }
     return 0;
   };
@@ -484,18 +488,18 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   const cudaEvent_t early = full && !remap && !patching ? r.sorted.get() : r.grouped.get();
   detail::download_item items[max_downloads];
   std::size_t count = 0;
-  items[count++] = {out.positions, routed_positions, rows * sizeof(std::uint32_t), detail::is_pinned(out.positions),
+  items[count++] = {out.positions, routed_positions, rows * sizeof(std::uint32_t), detail::dma_ready(out.positions),
                     early};
-  items[count++] = {out.keys, routed_keys, rows * sizeof(key_type), detail::is_pinned(out.keys), early};
+  items[count++] = {out.keys, routed_keys, rows * sizeof(key_type), detail::dma_ready(out.keys), early};
   if (want_args) {
-    items[count++] = {out.args, routed_args, rows * sizeof(value_type), detail::is_pinned(out.args),
+    items[count++] = {out.args, routed_args, rows * sizeof(value_type), detail::dma_ready(out.args),
                       r.grouped.get()};
   }
   if (want_types) {
-    items[count++] = {out.types, routed_types, rows, detail::is_pinned(out.types), r.grouped.get()};
+    items[count++] = {out.types, routed_types, rows, detail::dma_ready(out.types), r.grouped.get()};
   }
   if (want_hints) {
-    items[count++] = {out.hints, routed_hints, rows * sizeof(leaf_hint), detail::is_pinned(out.hints),
+    items[count++] = {out.hints, routed_hints, rows * sizeof(leaf_hint), detail::dma_ready(out.hints),
                       r.grouped.get()};
   }
   answer_items(items, count, r.grouped.get());
@@ -505,10 +509,10 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   TANDEM_CUDA_TRY(cudaEventSynchronize(r.grouped.get()));
   const std::size_t groups = *r.selected_host.data();
   detail::download_item group_items[2] = {
-      {out.group_begin, r.group_begin.data(), groups * sizeof(std::uint32_t), detail::is_pinned(out.group_begin),
+      {out.group_begin, r.group_begin.data(), groups * sizeof(std::uint32_t), detail::dma_ready(out.group_begin),
        nullptr},
       {out.group_ordinal, r.group_ordinal.data(), groups * sizeof(std::uint32_t),
-       detail::is_pinned(out.group_ordinal), nullptr}};
+       detail::dma_ready(out.group_ordinal), nullptr}};
   r.download.run(group_items, 2, down_stream, pool, marks, spans + 2 * count, host_out);
 
   TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::sync));
@@ -539,11 +543,12 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     timing->host_out = host_out;
     timing->upload += host_in;
     timing->chunks = chunks;
-    timing->bytes_up = n * (sizeof(key_type) + (want_args ? sizeof(value_type) : 0) + (want_types ? 1 : 0));
+    timing->bytes_up = (keys_on_gpu ? 0 : n * sizeof(key_type)) +
+                       n * ((want_args ? sizeof(value_type) : 0) + (want_types ? 1 : 0));
     timing->bytes_down = rows * (sizeof(std::uint32_t) + sizeof(key_type) + (want_args ? sizeof(value_type) : 0) +
                                  (want_types ? 1 : 0) + (want_hints ? sizeof(leaf_hint) : 0)) +
                          groups * 2 * sizeof(std::uint32_t) + sizeof(std::uint32_t) * (remap ? 2 : 1) +
-                         (cached ? n * (sizeof(value_type) + 1) : 0) +
+                         (cached && !answers_on_gpu ? n * (sizeof(value_type) + 1) : 0) +
                          (patching && answers->keys != nullptr ? n * sizeof(key_type) : 0);
   }
   return rows;

@@ -43,9 +43,9 @@ void gpu_router::state::run_scatter(const std::uint32_t* positions, const value_
   const std::size_t lanes_used = std::min(r.lanes.size(), chunks);
   const cudaStream_t main_stream = r.lanes[0]->stream.get();
 
-  const bool positions_pinned = detail::is_pinned(positions);
-  const bool values_pinned = want_values && detail::is_pinned(values);
-  const bool flags_pinned = want_flags && detail::is_pinned(flags);
+  const bool positions_pinned = detail::dma_ready(positions);
+  const bool values_pinned = want_values && detail::dma_ready(values);
+  const bool flags_pinned = want_flags && detail::dma_ready(flags);
 
   // ---- room: every growth before anything is enqueued --------------------
   // Under set_key_bound: a quarter more within the scatter room, n alone
@@ -99,13 +99,13 @@ void gpu_router::state::run_scatter(const std::uint32_t* positions, const value_
     detail::scatter_resources::chunk_marks cm{};
     cm.begin = mark(stream);
     TANDEM_CUDA_TRY(cudaMemcpyAsync(lane.positions.data(), position_src, count * sizeof(std::uint32_t),
-                                    cudaMemcpyHostToDevice, stream));
+                                    cudaMemcpyDefault, stream));
     if (want_values) {
       TANDEM_CUDA_TRY(cudaMemcpyAsync(lane.values.data(), value_src, count * sizeof(value_type),
-                                      cudaMemcpyHostToDevice, stream));
+                                      cudaMemcpyDefault, stream));
     }
     if (want_flags) {
-      TANDEM_CUDA_TRY(cudaMemcpyAsync(lane.flags.data(), flag_src, count, cudaMemcpyHostToDevice, stream));
+      TANDEM_CUDA_TRY(cudaMemcpyAsync(lane.flags.data(), flag_src, count, cudaMemcpyDefault, stream));
     }
     TANDEM_CUDA_TRY(cudaEventRecord(lane.staged.get(), stream));
     cm.uploaded = mark(stream);
@@ -127,9 +127,9 @@ void gpu_router::state::run_scatter(const std::uint32_t* positions, const value_
   detail::download_item items[2];
   std::size_t count = 0;
   if (want_values) {
-    items[count++] = {values_out, r.values_out.data(), n * sizeof(value_type), detail::is_pinned(values_out), nullptr};
+    items[count++] = {values_out, r.values_out.data(), n * sizeof(value_type), detail::dma_ready(values_out), nullptr};
   }
-  if (want_flags) items[count++] = {flags_out, r.flags_out.data(), n, detail::is_pinned(flags_out), nullptr};
+  if (want_flags) items[count++] = {flags_out, r.flags_out.data(), n, detail::dma_ready(flags_out), nullptr};
   std::size_t spans[4] = {};
   r.download.run(items, count, main_stream, scatter_pool, marks, spans, host_out);
   TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::sync));

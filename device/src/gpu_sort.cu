@@ -56,7 +56,7 @@ class staged_pieces {
           detail::copy_pool& pool) {
     if (bytes == 0) return;
     if (pinned) {
-      TANDEM_CUDA_TRY(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream));
+      TANDEM_CUDA_TRY(cudaMemcpyAsync(device, host, bytes, cudaMemcpyDefault, stream));
       return;
     }
     reserve();
@@ -66,7 +66,7 @@ class staged_pieces {
       TANDEM_CUDA_TRY(cudaEventSynchronize(s.done.get()));  // its last H2D is done
       pool.copy(s.buffer.data(), static_cast<const unsigned char*>(host) + offset, piece);
       TANDEM_CUDA_TRY(cudaMemcpyAsync(static_cast<unsigned char*>(device) + offset, s.buffer.data(), piece,
-                                      cudaMemcpyHostToDevice, stream));
+                                      cudaMemcpyDefault, stream));
       TANDEM_CUDA_TRY(cudaEventRecord(s.done.get(), stream));
     }
   }
@@ -76,7 +76,7 @@ class staged_pieces {
             detail::copy_pool& pool) {
     if (bytes == 0) return;
     if (pinned) {
-      TANDEM_CUDA_TRY(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream));
+      TANDEM_CUDA_TRY(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDefault, stream));
       TANDEM_CUDA_TRY(cudaStreamSynchronize(stream));
       return;
     }
@@ -86,7 +86,7 @@ class staged_pieces {
       slot& s = slots_[j % slots_.size()];
       const std::size_t offset = j * piece_bytes;
       TANDEM_CUDA_TRY(cudaMemcpyAsync(s.buffer.data(), static_cast<const unsigned char*>(device) + offset,
-                                      std::min(piece_bytes, bytes - offset), cudaMemcpyDeviceToHost, stream));
+                                      std::min(piece_bytes, bytes - offset), cudaMemcpyDefault, stream));
       TANDEM_CUDA_TRY(cudaEventRecord(s.done.get(), stream));
     };
     issue(0);
@@ -187,10 +187,10 @@ std::vector<std::size_t> gpu_router::sort_pairs(const key_type* keys, const valu
     detail::pinned_buffer<int> selected_host;
     selected_host.reserve(2);
     staged_pieces staged;
-    const bool keys_pinned = detail::is_pinned(keys);
-    const bool values_pinned = entries ? keys_pinned : detail::is_pinned(values);
-    const bool keys_out_pinned = detail::is_pinned(keys_out);
-    const bool values_out_pinned = detail::is_pinned(values_out);
+    const bool keys_pinned = detail::dma_ready(keys);
+    const bool values_pinned = entries ? keys_pinned : detail::dma_ready(values);
+    const bool keys_out_pinned = detail::dma_ready(keys_out);
+    const bool values_out_pinned = detail::dma_ready(values_out);
 
     for (std::size_t begin = 0; begin < n; begin += run) {
       const std::size_t count = std::min(run, n - begin);

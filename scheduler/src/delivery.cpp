@@ -134,8 +134,9 @@ void index::impl::wait_for_answers() {
 
 void index::impl::finish(job& j, batch_result&& result, const std::exception_ptr& failure) {
   if (j.in_place) {
-    if (failure) {
-      j.finished.set_exception(failure);
+    const std::exception_ptr e = j.then ? j.then(failure) : failure;
+    if (e) {
+      j.finished.set_exception(e);
     } else {
       j.finished.set_value();
     }

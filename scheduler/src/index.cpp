@@ -1,5 +1,6 @@
 // tandem::index, the public API (index.hpp): thin wrappers that queue jobs
 // for the dispatcher (index_impl.hpp has the stages).
+#include "device_columns.hpp"
 #include "index_impl.hpp"
 
 #include <tandem/host/detail/fault_point.hpp>
@@ -104,6 +105,10 @@ std::future<void> index::submit(const columns& c) {
         fail(std::string(arrays[k].name) + " and " + arrays[i].name + " overlap (outputs may overlap nothing)");
       }
     }
+  }
+  if (c.device >= 0) {
+    return submit_from_device(c, impl_->keeps_device_keys(c),
+                              [this](std::unique_ptr<job> j) { impl_->enqueue(std::move(j)); });
   }
   if (c.n == 0) {
     std::promise<void> none;

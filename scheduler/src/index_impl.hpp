@@ -102,8 +102,7 @@ class index::impl {
   /// index::get, contains, lower_bound: on the calling thread as a reader, after every write submitted before.
   std::optional<value_type> point_get(key_type key);
   std::optional<entry> point_lower_bound(key_type key);
-  /// index::put, insert, erase: a one-op batch through the queue (folded
-  /// with others), waited for on this thread. @return its result
+  /// index::put, insert, erase: a one-op batch through the queue (folded with others), waited for on this thread.
   batch_result write_point(op_type type, key_type key, value_type value);
   /// index::put, insert, erase on this thread when they change no leaf's shape (caller_runs.cpp
   /// says which): @return whether it was (then `previous` is the answer), else write_point runs it.
@@ -111,6 +110,7 @@ class index::impl {
   bool inject_gpu_fault(device::stage s, int count);
   tandem::stats snapshot() const;
   void verify_all(), verify_copies();  // verify_copies: leaf_copies.cpp
+  bool keeps_device_keys(const columns& c) const;  // leaf_copies.cpp
 
  private:
   // submit_queue.cpp
@@ -198,7 +198,7 @@ class index::impl {
   // leaf_copies.cpp, the leaf cache (each function says what it does there):
   bool route_from_copies(prepared& p, double share);  // false: the copies were not used
   bool copies_take_gets(const prepared& p) const;
-  void note_heat(prepared& p), reroute_after_writes(prepared& p);
+  void note_heat(prepared& p), reroute_after_writes(prepared& p), keys_to_host(prepared& p);
   void fail_copies(const char* what);
   void claim_writes(prepared& p);
   void forget_patches(prepared* next);

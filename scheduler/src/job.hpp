@@ -8,12 +8,16 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace tandem {
+
+struct device_io;  // device_columns.hpp
 
 /// The pairs of a load, read where the caller keeps them (`index::load`
 /// waits for the load, so they outlive it): pair i is keys[i * stride],
@@ -54,6 +58,11 @@ struct job {
   value_type* values_out = nullptr;
   std::uint8_t* found_out = nullptr;
   key_type* keys_out = nullptr;
+  /// Device columns (device_columns.hpp): the caller's arrays in GPU
+  /// memory; `then` runs with the failure (or none) before `finished` is
+  /// fulfilled with what it returns.
+  std::shared_ptr<device_io> device;
+  std::function<std::exception_ptr(std::exception_ptr)> then;
   // Group commit: a batch job made of queued batches run as one. `ops` holds
   // theirs back to back; member i owns ops [member_begin[i], member_begin[i + 1]).
   std::vector<job*> members;

@@ -6,6 +6,7 @@
 // batch is routed, and the copies made again after batches without writes
 // or routed from the copies. The bookkeeping is host::leaf_cache; the
 // GPU's side is gpu_router's copies.
+#include "device_columns.hpp"
 #include "index_impl.hpp"
 
 #include <tandem/device/device_query.hpp>
@@ -224,7 +225,10 @@ bool index::impl::route_from_copies(prepared& p, double share) {
   key_type* answer_keys = with_types ? sp.copy_keys.get(n) : nullptr;
   if (gpu_) {
     // As the GPU route would take the batch: whole, on the GPU, fully sorted.
-    if (degraded_.load() || n < cfg_.min_gpu_batch || share <= 0 ||
+    // Keys in GPU memory (device columns) are looked up in the copies at
+    // any size and hit rate: the usual route would copy them down first.
+    const bool keys_on_gpu = p.j->device && p.j->device->on_gpu;
+    if (degraded_.load() || (n < cfg_.min_gpu_batch && !keys_on_gpu) || share <= 0 ||
         cfg_.gpu_order != gpu_query_order::full_sort) {
       return false;
     }
@@ -234,7 +238,7 @@ bool index::impl::route_from_copies(prepared& p, double share) {
     // while current copies held under 75% of the last batch's gets, as
     // counted by its hits or, routed the usual way, by its gets' leaves
     // (note_heat). The host stand-in, there for tests, always looks.
-    if (copies_rate_.load() < min_hit_permille) return false;
+    if (copies_rate_.load() < min_hit_permille && !keys_on_gpu) return false;
     std::unique_lock<std::mutex> turn(gpu_turn_);
     const std::size_t bound = route_keys_.load();
     if (over_budget_.load() || (bound > 0 && n > bound)) return false;
@@ -322,6 +326,22 @@ void index::impl::reroute_after_writes(prepared& p) {
 bool index::impl::copies_take_gets(const prepared& p) const {
   return cache_ && gpu_ && copies_off_.load() == 0 && !degraded_.load() && p.n >= cfg_.min_gpu_batch &&
          cfg_.gpu_order == gpu_query_order::full_sort && copies_rate_.load() >= min_hit_permille;
+}
+
+// Gets in GPU memory stay there when the copies' route can take them: on
+// the index's GPU, with its leaf cache, batches sorted whole.
+bool index::impl::keeps_device_keys(const columns& c) const {
+  return c.type == op_type::get && cache_ && gpu_ && gpu_->device_ordinal() == c.device &&
+         cfg_.gpu_order == gpu_query_order::full_sort;
+}
+
+// A batch of device columns that the copies' route did not take runs on
+// host copies of its arrays (device_columns.hpp, to_host).
+void index::impl::keys_to_host(prepared& p) {
+  if (!p.j->device || !p.j->device->on_gpu) return;
+  to_host(*p.j);
+  if (p.j->values_out) p.columns->values = p.j->values_out;
+  if (p.j->found_out) p.columns->found = p.j->found_out;
 }
 
 // The gets of a routed batch that no copy answered heat their leaves

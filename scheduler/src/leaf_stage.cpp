@@ -14,6 +14,7 @@
 // follows them never fails it: an inner sync that cannot get its memory is
 // left for later (sync_pending_), since routes on the older layout stay
 // correct by right links.
+#include "device_columns.hpp"
 #include "index_impl.hpp"
 
 #include <tandem/host/answer_scatter.hpp>
@@ -147,7 +148,13 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   // scatter writes every answer).
   p.gpu_scatter = !p.from_copies && cfg_.gpu_scatter && p.info.gpu_keys != 0 && gpu_ && !degraded_.load() &&
                   gpu_scatter_fits(n);
-  if (!p.gpu_scatter) {
+  if (p.j->device && p.j->device->on_gpu) {  // the misses' answers into the caller's GPU arrays
+    try {
+      scatter_misses(*p.j, p.routes.positions, sorted.values, sorted.found, p.routed);
+    } catch (...) {
+      p.failure = std::current_exception();
+    }
+  } else if (!p.gpu_scatter) {
     host::scatter_answers(p.routes.positions, sorted.values, sorted.found, p.routed, cols.values, cols.found);
   }
   p.result_keys = p.j->ops.take_keys();

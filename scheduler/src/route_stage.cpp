@@ -51,6 +51,7 @@ void index::impl::route(prepared& p) {
     share = policy_.share();
   }
   if (cache_ && !p.no_copies && route_from_copies(p, share)) return;
+  keys_to_host(p);
   // Held until the GPU route has finished: no upload may switch the router's
   // version between reading it here and the route using it.
   std::unique_lock<std::mutex> turn(gpu_turn_, std::defer_lock);

@@ -174,6 +174,16 @@ struct columns {
   value_type* values_out = nullptr;  ///< n answers' values, or null
   std::uint8_t* found_out = nullptr;  ///< n answers' found flags (0 or 1), or null
   key_type* keys_out = nullptr;      ///< lower_bound: n entries' keys, or null
+  /// -1: every array is in host memory. Else the CUDA ordinal of the GPU
+  /// whose memory (device or managed) holds keys, values and every output:
+  /// the index reads the inputs once the work queued on `stream` before
+  /// the call is done, and writes the answers with copies on `stream`
+  /// before the future is ready. Checked at the call: an array that is not
+  /// that GPU's memory is refused, naming it.
+  int device = -1;
+  /// With `device` >= 0: the caller's cudaStream_t (null: the legacy
+  /// default stream), as void* so that this header shows no CUDA type.
+  void* stream = nullptr;
 };
 
 class index {

@@ -184,16 +184,31 @@ class event_pool {
   std::size_t next_ = 0;
 };
 
-/// @return true when the GPU can copy `p` directly (page-locked or
-///         registered host memory).
-inline bool is_pinned(const void* p) {
+/// @return true when the GPU can copy `p` directly: page-locked or
+///         registered host memory, or device (or managed) memory, which a
+///         copy of kind cudaMemcpyDefault reaches where it lies (so caller
+///         arrays in GPU memory are used in place, never staged).
+inline bool dma_ready(const void* p) {
   if (p == nullptr) return false;
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
-  return attributes.type == cudaMemoryTypeHost;
+  return attributes.type == cudaMemoryTypeHost || attributes.type == cudaMemoryTypeDevice ||
+         attributes.type == cudaMemoryTypeManaged;
+}
+
+/// @return true when `p` is device (or managed) memory: copies of it cross
+///         no PCIe link (route_timing's bytes leave it out).
+inline bool in_gpu_memory(const void* p) {
+  if (p == nullptr) return false;
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
 }
 
 /// Checks each stage's injected faults at most once per call.

@@ -89,7 +89,7 @@ class staged_download {
       }
       begin_item(k);
       if (items[k].bytes > 0) {
-        TANDEM_CUDA_TRY(cudaMemcpyAsync(items[k].host, items[k].device, items[k].bytes, cudaMemcpyDeviceToHost,
+        TANDEM_CUDA_TRY(cudaMemcpyAsync(items[k].host, items[k].device, items[k].bytes, cudaMemcpyDefault,
                                         stream));
       }
       end_item(k);

@@ -1,0 +1,150 @@
+// The caller's arrays in GPU memory (device_arrays.hpp).
+#include <tandem/device/device_arrays.hpp>
+
+#include <tandem/device/current_device.hpp>
+#include <tandem/device/detail/cuda_check.cuh>
+#include <tandem/error.hpp>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace tandem::device {
+
+void check_device_array(const void* p, std::size_t bytes, std::size_t align, int ordinal, const char* what) {
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(std::string("tandem: ") + what + " " + why);
+  };
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || ordinal < 0 || ordinal >= count) {
+    (void)cudaGetLastError();
+    throw error(std::string("tandem: ") + what + " is on GPU " + std::to_string(ordinal) +
+                ", which this process cannot use");
+  }
+  if (bytes == 0) return;
+  if (p == nullptr) fail("is null");
+  if (reinterpret_cast<std::uintptr_t>(p) % align != 0) fail("is not aligned to " + std::to_string(align) + " bytes");
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    fail("is not memory CUDA knows (pass device = -1 for host arrays)");
+  }
+  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) {
+    fail(a.type == cudaMemoryTypeHost ? "is page-locked host memory, not GPU memory (pass device = -1)"
+                                      : "is host memory, not GPU memory (pass device = -1)");
+  }
+  if (a.device != ordinal) {
+    fail("is memory of GPU " + std::to_string(a.device) + ", not of GPU " + std::to_string(ordinal));
+  }
+  cudaPointerAttributes last{};  // the array's last byte lies in the same GPU's memory
+  if (cudaPointerGetAttributes(&last, static_cast<const char*>(p) + bytes - 1) != cudaSuccess ||
+      last.type != a.type || last.device != ordinal) {
+    (void)cudaGetLastError();
+    fail("ends past its GPU allocation (" + std::to_string(bytes) + " bytes from it)");
+  }
+}
+
+void copy_from_device(void* host, const void* dev, std::size_t bytes, int ordinal, void* stream) {
+  if (bytes == 0) return;
+  const device_scope on(ordinal);
+  const auto s = static_cast<cudaStream_t>(stream);
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s));
+  TANDEM_CUDA_TRY(cudaStreamSynchronize(s));
+}
+
+void copy_to_device(void* dev, const void* host, std::size_t bytes, int ordinal, void* stream) {
+  if (bytes == 0) return;
+  const device_scope on(ordinal);
+  const auto s = static_cast<cudaStream_t>(stream);
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
+  TANDEM_CUDA_TRY(cudaStreamSynchronize(s));
+}
+
+void synchronize(int ordinal, void* stream) {
+  const device_scope on(ordinal);
+  TANDEM_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
+bool is_device_memory(const void* p, int ordinal) noexcept {
+  if (p == nullptr) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) && a.device == ordinal;
+}
+
+namespace {
+
+__global__ void scatter_answers_kernel(std::uint64_t* values_out, std::uint8_t* found_out,
+                                       const std::uint32_t* positions, const std::uint64_t* values,
+                                       const std::uint8_t* found, std::size_t m) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < m;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::uint32_t at = positions[i];
+    if (values_out != nullptr) values_out[at] = values[i];
+    if (found_out != nullptr) found_out[at] = found[i];
+  }
+}
+
+}  // namespace
+
+void scatter_into_device(std::uint64_t* values_out, std::uint8_t* found_out, const std::uint32_t* positions,
+                         const std::uint64_t* values, const std::uint8_t* found, std::size_t m, int ordinal,
+                         void* stream) {
+  if (m == 0 || (values_out == nullptr && found_out == nullptr)) return;
+  const device_scope on(ordinal);
+  const auto s = static_cast<cudaStream_t>(stream);
+  // One allocation, stream-ordered: positions, values, flags.
+  const std::size_t value_at = (m * sizeof(std::uint32_t) + 255) / 256 * 256;
+  const std::size_t found_at = value_at + m * sizeof(std::uint64_t);
+  void* room = nullptr;
+  TANDEM_CUDA_TRY(cudaMallocAsync(&room, found_at + m, s));
+  auto* base = static_cast<unsigned char*>(room);
+  bool freed = false;
+  try {
+    TANDEM_CUDA_TRY(cudaMemcpyAsync(base, positions, m * sizeof(std::uint32_t), cudaMemcpyDefault, s));
+    TANDEM_CUDA_TRY(cudaMemcpyAsync(base + value_at, values, m * sizeof(std::uint64_t), cudaMemcpyDefault, s));
+    TANDEM_CUDA_TRY(cudaMemcpyAsync(base + found_at, found, m, cudaMemcpyDefault, s));
+    const unsigned threads = 256;
+    const auto blocks = static_cast<unsigned>(std::min<std::size_t>((m + threads - 1) / threads, 65535));
+    scatter_answers_kernel<<<blocks, threads, 0, s>>>(values_out, found_out,
+                                                      reinterpret_cast<const std::uint32_t*>(base),
+                                                      reinterpret_cast<const std::uint64_t*>(base + value_at),
+                                                      base + found_at, m);
+    TANDEM_CUDA_TRY(cudaGetLastError());
+    freed = true;
+    TANDEM_CUDA_TRY(cudaFreeAsync(room, s));
+    TANDEM_CUDA_TRY(cudaStreamSynchronize(s));
+  } catch (...) {
+    if (!freed) {
+      (void)cudaFreeAsync(room, s);
+      (void)cudaStreamSynchronize(s);
+      (void)cudaGetLastError();
+    }
+    throw;
+  }
+}
+
+void* allocate_device(std::size_t bytes, int ordinal) {
+  const device_scope on(ordinal);
+  void* p = nullptr;
+  TANDEM_CUDA_TRY(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+  return p;
+}
+
+void free_device(void* p, int ordinal) noexcept {
+  if (p == nullptr) return;
+  try {
+    const device_scope on(ordinal);
+    (void)cudaFree(p);
+  } catch (...) {
+  }
+  (void)cudaGetLastError();
+}
+
+}  // namespace tandem::device
