@@ -68,14 +68,14 @@ void synchronize(int ordinal, void* stream) {
   TANDEM_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
-bool is_device_memory(const void* p, int ordinal) noexcept {
-  if (p == nullptr) return false;
+int device_of(const void* p) noexcept {
+  if (p == nullptr) return -1;
   cudaPointerAttributes a{};
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return -1;
   }
-  return (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) && a.device == ordinal;
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ? a.device : -1;
 }
 
 namespace {
@@ -91,7 +91,25 @@ __global__ void scatter_answers_kernel(std::uint64_t* values_out, std::uint8_t* 
   }
 }
 
+__global__ void invert_flags_kernel(std::uint8_t* flags, std::size_t n) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    flags[i] = flags[i] == 0 ? 1 : 0;
+  }
+}
+
 }  // namespace
+
+void invert_flags(std::uint8_t* flags, std::size_t n, int ordinal, void* stream) {
+  if (n == 0) return;
+  const device_scope on(ordinal);
+  const auto s = static_cast<cudaStream_t>(stream);
+  const unsigned threads = 256;
+  const auto blocks = static_cast<unsigned>(std::min<std::size_t>((n + threads - 1) / threads, 65535));
+  invert_flags_kernel<<<blocks, threads, 0, s>>>(flags, n);
+  TANDEM_CUDA_TRY(cudaGetLastError());
+  TANDEM_CUDA_TRY(cudaStreamSynchronize(s));
+}
 
 void scatter_into_device(std::uint64_t* values_out, std::uint8_t* found_out, const std::uint32_t* positions,
                          const std::uint64_t* values, const std::uint8_t* found, std::size_t m, int ordinal,

@@ -19,11 +19,12 @@ void check_device_array(const void*, std::size_t, std::size_t, int, const char* 
 void copy_from_device(void*, const void*, std::size_t, int, void*) { no_cuda("an array"); }
 void copy_to_device(void*, const void*, std::size_t, int, void*) { no_cuda("an array"); }
 void synchronize(int, void*) { no_cuda("a stream"); }
-bool is_device_memory(const void*, int) noexcept { return false; }
+int device_of(const void*) noexcept { return -1; }
 void scatter_into_device(std::uint64_t*, std::uint8_t*, const std::uint32_t*, const std::uint64_t*,
                          const std::uint8_t*, std::size_t, int, void*) {
   no_cuda("an array");
 }
+void invert_flags(std::uint8_t*, std::size_t, int, void*) { no_cuda("an array"); }
 void* allocate_device(std::size_t, int) { no_cuda("an array"); }
 void free_device(void*, int) noexcept {}
 

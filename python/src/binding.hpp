@@ -53,5 +53,12 @@ void bind_config(nb::module_& m);
 void bind_batch(nb::module_& m);
 void bind_result(nb::module_& m);
 void bind_index(nb::module_& m);
+void bind_device(nb::module_& m);
+
+// index::submit of columns in GPU memory `device`, pointers as integers
+// (0: none), ordered after `stream` (a cudaStream_t as an integer).
+void device_columns(tandem::index& ix, tandem::op_type type, int device, std::uintptr_t stream, std::size_t n,
+                    std::uintptr_t keys, std::uintptr_t values, std::uintptr_t values_out, std::uintptr_t found_out,
+                    std::uintptr_t keys_out);
 
 }  // namespace tandem_py

@@ -86,6 +86,9 @@ nb::dict stats_dict(const tandem::stats& s) {
     return x;
   };
   d["stage_seconds"] = stages(s.total);
+  nb::dict bytes;
+  tandem::stage_bytes::for_each_field([&](const char* name, auto field) { bytes[name] = s.total_bytes.*field; });
+  d["stage_bytes"] = bytes;
   d["last_stage_seconds"] = stages(s.last);
   d["queue_wait_p50_us"] = s.queue_wait.percentile_us(50);
   d["queue_wait_p99_us"] = s.queue_wait.percentile_us(99);

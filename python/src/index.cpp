@@ -277,6 +277,13 @@ void bind_index(nb::module_& m) {
           "keys"_a, "values"_a)
       .def("columns", &run_columns, "type"_a, "keys"_a, "values"_a.none(), "values_out"_a.none(),
            "found_out"_a.none(), "keys_out"_a.none())
+      .def(
+          "device_columns",
+          [](py_index& s, tandem::op_type type, int device, std::uintptr_t stream, std::size_t n, std::uintptr_t keys,
+             std::uintptr_t values, std::uintptr_t values_out, std::uintptr_t found_out, std::uintptr_t keys_out) {
+            device_columns(s.get(), type, device, stream, n, keys, values, values_out, found_out, keys_out);
+          },
+          "type"_a, "device"_a, "stream"_a, "n"_a, "keys"_a, "values"_a, "values_out"_a, "found_out"_a, "keys_out"_a)
       .def("scans", &run_scans, "los"_a, "his"_a, "limit"_a, "ordered"_a)
       .def("counts", &run_counts, "los"_a, "his"_a)
       .def(

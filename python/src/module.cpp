@@ -71,4 +71,5 @@ NB_MODULE(_tandem, m) {
   bind_batch(m);
   bind_result(m);
   bind_index(m);
+  bind_device(m);
 }

@@ -20,6 +20,11 @@ asynchronously with :meth:`Index.submit` (a ``concurrent.futures.Future``) and
 the order they were submitted; ops of one batch as if run one by one. The GIL
 is released while the index works, so many Python threads can use one index.
 
+Keys in GPU memory (cupy, torch, anything with ``__cuda_array_interface__``
+or CUDA DLPack) are used in place, and their answers come back in GPU memory
+as arrays of the same kind (:class:`DeviceArray` for kinds tandem cannot
+make).
+
 :mod:`tandem.distributed` holds :class:`~tandem.distributed.ShardedIndex`,
 the same interface over range shards on Ray.
 """
@@ -29,10 +34,11 @@ from __future__ import annotations
 from . import _tandem
 from ._api import IndexAPI
 from ._batch import Batch
+from ._device import DeviceArray
 from ._index import Index
 from ._tandem import Error, InvariantError, OpResult, OpType, Result
 
-__all__ = ["Index", "Batch", "Result", "OpResult", "OpType", "Error", "InvariantError", "IndexAPI",
+__all__ = ["Index", "Batch", "Result", "OpResult", "OpType", "Error", "InvariantError", "IndexAPI", "DeviceArray",
            "max_scan_limit", "built_with_cuda", "__version__"]
 
 __version__: str = _tandem.__version__

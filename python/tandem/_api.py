@@ -15,6 +15,7 @@ from . import _tandem
 from ._batch import Batch
 from ._convert import U64_MAX, answers_bool, answers_u64, column, is_scalar, same_length, values_for
 from ._convert import key as as_key
+from ._device import DeviceColumn, device_column, empty_like, pointer
 from ._types import BoolArray, Column, I64Array, Key, U64Array
 
 _R = TypeVar("_R", covariant=True)  # an IndexAPI[Result] is an IndexAPI[object]
@@ -59,6 +60,12 @@ class IndexAPI(Generic[_R]):
         lower_bound: found, keys_out and values_out = the first entry >= key
         (0 where none)."""
         raise NotImplementedError
+
+    def _device_op(self, op: _tandem.OpType, keys: DeviceColumn, values: int, values_out: int, found_out: int,
+                   keys_out: int) -> None:
+        """_column_op over arrays in GPU memory (device pointers as ints, 0:
+        none), on the GPU keys.device, after keys.stream's queued work."""
+        raise TypeError(f"{type(self).__name__}: arrays in GPU memory are taken by tandem.Index only")
 
     def _get_one(self, key: int) -> Optional[int]:
         """The key's value, or None."""
@@ -142,6 +149,27 @@ class IndexAPI(Generic[_R]):
         k = column(keys, "keys")
         self._load(k, values_for(values, k.shape[0]))
 
+    def _on_device(self, op: _tandem.OpType, keys: DeviceColumn, values: Any, found: bool = False,
+                   out_keys: bool = False, out_values: bool = False) -> Tuple[Any, ...]:
+        """Runs `op` over keys in GPU memory; the answers asked for (found
+        flags, keys, values, in that order) as arrays of the keys' kind on
+        their GPU."""
+        v = 0
+        if op in (_PUT, _INSERT):
+            dv = device_column(values, "values")
+            if dv is None:
+                raise TypeError("values: the keys are in GPU memory, so must the values be (an array as long as keys)")
+            if dv.n != keys.n:
+                raise ValueError(f"keys and values differ in length: {keys.n} and {dv.n}")
+            v = dv.ptr
+        like, n, dev = keys.owner, keys.n, keys.device
+        flags = empty_like(like, n, "bool", dev) if found else None
+        ks = empty_like(like, n, "uint64", dev) if out_keys else None
+        vs = empty_like(like, n, "uint64", dev) if out_values else None
+        self._device_op(op, keys, v, pointer(vs) if vs is not None else 0, pointer(flags) if flags is not None else 0,
+                        pointer(ks) if ks is not None else 0)
+        return tuple(a for a in (flags, ks, vs) if a is not None)
+
     @overload
     def get(self, keys: Key) -> Optional[int]: ...
     @overload
@@ -151,7 +179,8 @@ class IndexAPI(Generic[_R]):
 
     def get(self, keys: Any, default: Any = None) -> Any:
         """``values, found = idx.get(keys)``: uint64 values (0 where absent) and
-        bool found flags. With one int key: its value, or `default` (None)."""
+        bool found flags. With one int key: its value, or `default` (None).
+        Keys in GPU memory give answers there (see _device)."""
         if type(keys) is int and 0 <= keys <= U64_MAX:
             v = self._get_one(keys)
             return default if v is None else v
@@ -160,6 +189,10 @@ class IndexAPI(Generic[_R]):
             return default if v is None else v
         if default is not None:
             raise TypeError("get: a default is for one key (an array of keys gets found flags)")
+        d = device_column(keys, "keys")
+        if d is not None:
+            found, values = self._on_device(_GET, d, None, found=True, out_values=True)
+            return values, found
         k = column(keys, "keys")
         values, found = answers_u64(k.shape[0]), answers_bool(k.shape[0])
         self._column_op(_GET, k, None, values, found, None)
@@ -174,6 +207,9 @@ class IndexAPI(Generic[_R]):
         """Bool flags: whether each key is present (one int key: a bool)."""
         if is_scalar(keys):
             return self._get_one(as_key(keys)) is not None
+        d = device_column(keys, "keys")
+        if d is not None:
+            return self._on_device(_GET, d, None, found=True)[0]
         k = column(keys, "keys")
         found = answers_bool(k.shape[0])
         self._column_op(_GET, k, None, None, found, None)
@@ -189,6 +225,10 @@ class IndexAPI(Generic[_R]):
         key: returns the value it replaced, or None."""
         if is_scalar(keys):
             return self._put_one(as_key(keys), as_key(values, "value"))
+        d = device_column(keys, "keys")
+        if d is not None:
+            self._on_device(_PUT, d, values)
+            return None
         k = column(keys, "keys")
         self._column_op(_PUT, k, values_for(values, k.shape[0]), None, None, None)
         return None
@@ -204,6 +244,11 @@ class IndexAPI(Generic[_R]):
         key: a bool."""
         if is_scalar(keys):
             return self._insert_one(as_key(keys), as_key(values, "value"))
+        d = device_column(keys, "keys")
+        if d is not None:
+            inserted = self._on_device(_INSERT, d, values, found=True)[0]
+            _tandem.invert_flags(pointer(inserted), d.n, d.device)  # present -> inserted
+            return inserted
         k = column(keys, "keys")
         present = answers_bool(k.shape[0])
         self._column_op(_INSERT, k, values_for(values, k.shape[0]), None, present, None)
@@ -220,6 +265,9 @@ class IndexAPI(Generic[_R]):
         One int key: a bool."""
         if is_scalar(keys):
             return self._erase_one(as_key(keys)) is not None
+        d = device_column(keys, "keys")
+        if d is not None:
+            return self._on_device(_ERASE, d, None, found=True)[0]
         k = column(keys, "keys")
         erased = answers_bool(k.shape[0])
         self._column_op(_ERASE, k, None, None, erased, None)
@@ -246,6 +294,10 @@ class IndexAPI(Generic[_R]):
         key: a (key, value) tuple or None."""
         if is_scalar(keys):
             return self._lower_bound_one(as_key(keys))
+        d = device_column(keys, "keys")
+        if d is not None:
+            found, out_keys, values = self._on_device(_LOWER_BOUND, d, None, found=True, out_keys=True, out_values=True)
+            return found, out_keys, values
         k = column(keys, "keys")
         n = k.shape[0]
         found, out_keys, values = answers_bool(n), answers_u64(n), answers_u64(n)

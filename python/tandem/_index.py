@@ -13,6 +13,7 @@ from . import _tandem
 from ._api import IndexAPI
 from ._batch import Batch
 from ._convert import config as make_config
+from ._device import DeviceColumn
 from ._tandem import Error, Result
 from ._types import BoolArray, U64Array
 
@@ -72,6 +73,11 @@ class Index(IndexAPI[Result]):
                    keys_out: Optional[U64Array]) -> None:
         self._ix.columns(op, keys, values, values_out,
                          None if found_out is None else found_out.view(np.uint8), keys_out)
+
+    def _device_op(self, op: _tandem.OpType, keys: DeviceColumn, values: int, values_out: int, found_out: int,
+                   keys_out: int) -> None:
+        self._ix.device_columns(op, keys.device, keys.stream, keys.n, keys.ptr, values, values_out, found_out,
+                                keys_out)
 
     def _load(self, keys: U64Array, values: U64Array) -> None:
         self._ix.load(keys, values)

@@ -151,6 +151,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   if (p.j->device && p.j->device->on_gpu) {  // the misses' answers into the caller's GPU arrays
     try {
       scatter_misses(*p.j, p.routes.positions, sorted.values, sorted.found, p.routed);
+      p.bytes.pcie += p.routed * (sizeof(std::uint32_t) + sizeof(value_type) + 1);
     } catch (...) {
       p.failure = std::current_exception();
     }

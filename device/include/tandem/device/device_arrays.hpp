@@ -34,9 +34,9 @@ void copy_to_device(void* dev, const void* host, std::size_t bytes, int ordinal,
 /// @throws tandem::cuda_error when it failed
 void synchronize(int ordinal, void* stream);
 
-/// @return whether `p` is device (or managed) memory of GPU `ordinal`
-///         (false without the CUDA layer).
-[[nodiscard]] bool is_device_memory(const void* p, int ordinal) noexcept;
+/// @return the GPU whose device (or managed) memory `p` is, or -1 (host
+///         memory, memory CUDA does not know, no CUDA layer).
+[[nodiscard]] int device_of(const void* p) noexcept;
 
 /// @brief Writes `m` answers given in host memory into the caller's arrays
 ///        in GPU memory: values_out[positions[i]] = values[i] and
@@ -47,6 +47,10 @@ void synchronize(int ordinal, void* stream);
 void scatter_into_device(std::uint64_t* values_out, std::uint8_t* found_out, const std::uint32_t* positions,
                          const std::uint64_t* values, const std::uint8_t* found, std::size_t m, int ordinal,
                          void* stream);
+
+/// @brief Flips `n` flags (0 and 1) in GPU memory, on `stream`, and waits.
+/// @throws tandem::cuda_error when a CUDA call fails
+void invert_flags(std::uint8_t* flags, std::size_t n, int ordinal, void* stream);
 
 /// @brief `bytes` of memory of GPU `ordinal` (cudaMalloc), for tests and
 ///        tools that hand the index device columns.
