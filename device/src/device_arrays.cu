@@ -63,6 +63,23 @@ void copy_to_device(void* dev, const void* host, std::size_t bytes, int ordinal,
   TANDEM_CUDA_TRY(cudaStreamSynchronize(s));
 }
 
+void* create_stream(int ordinal) {
+  const device_scope on(ordinal);
+  cudaStream_t s = nullptr;
+  TANDEM_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+
+void destroy_stream(void* stream, int ordinal) noexcept {
+  if (stream == nullptr) return;
+  try {
+    const device_scope on(ordinal);
+    (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+  } catch (...) {
+  }
+  (void)cudaGetLastError();
+}
+
 void synchronize(int ordinal, void* stream) {
   const device_scope on(ordinal);
   TANDEM_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));

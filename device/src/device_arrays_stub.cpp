@@ -18,6 +18,8 @@ namespace {
 void check_device_array(const void*, std::size_t, std::size_t, int, const char* what) { no_cuda(what); }
 void copy_from_device(void*, const void*, std::size_t, int, void*) { no_cuda("an array"); }
 void copy_to_device(void*, const void*, std::size_t, int, void*) { no_cuda("an array"); }
+void* create_stream(int) { no_cuda("a stream"); }
+void destroy_stream(void*, int) noexcept {}
 void synchronize(int, void*) { no_cuda("a stream"); }
 int device_of(const void*) noexcept { return -1; }
 void scatter_into_device(std::uint64_t*, std::uint8_t*, const std::uint32_t*, const std::uint64_t*,

@@ -86,7 +86,14 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   const bool keys_pinned = detail::dma_ready(keys);
   // Keys and copy answers in GPU memory (device columns) cross no link.
   const bool keys_on_gpu = timing != nullptr && detail::in_gpu_memory(keys);
-  const bool answers_on_gpu = timing != nullptr && cached && detail::in_gpu_memory(answers->values);
+  // Bytes of copy answers that cross PCIe (none into outputs in GPU memory).
+  const std::size_t answer_bytes =
+      timing == nullptr || !cached
+          ? 0
+          : n * ((detail::in_gpu_memory(answers->values) ? 0 : sizeof(value_type)) +
+                 (detail::in_gpu_memory(answers->found) ? 0 : 1) +
+                 (patching && answers->keys != nullptr && !detail::in_gpu_memory(answers->keys) ? sizeof(key_type)
+                                                                                                 : 0));
   const bool args_pinned = want_args && detail::dma_ready(args);
   const bool types_pinned = want_types && detail::dma_ready(types);
 
@@ -349,8 +356,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
       timing->chunks = chunks;
       timing->answered = n;
       timing->bytes_up = (keys_on_gpu ? 0 : n * sizeof(key_type)) + (patching ? n * (sizeof(value_type) + 1) : 0);
-      timing->bytes_down = (answers_on_gpu ? 0 : n * (sizeof(value_type) + 1 + (patching ? sizeof(key_type) : 0))) +
-                           sizeof(std::uint32_t);
+      timing->bytes_down = answer_bytes + sizeof(std::uint32_t);
     }
     return 0;
   };
@@ -548,8 +554,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     timing->bytes_down = rows * (sizeof(std::uint32_t) + sizeof(key_type) + (want_args ? sizeof(value_type) : 0) +
                                  (want_types ? 1 : 0) + (want_hints ? sizeof(leaf_hint) : 0)) +
                          groups * 2 * sizeof(std::uint32_t) + sizeof(std::uint32_t) * (remap ? 2 : 1) +
-                         (cached && !answers_on_gpu ? n * (sizeof(value_type) + 1) : 0) +
-                         (patching && answers->keys != nullptr ? n * sizeof(key_type) : 0);
+                         answer_bytes;
   }
   return rows;
 }

@@ -71,7 +71,7 @@ def device_column(data: Any, name: str, flags: bool = False, writable: bool = Fa
         typestr = cai["typestr"]
         strides = cai.get("strides")
         ptr, readonly = cai["data"]
-        stream = cai.get("stream")
+        stream = _stream_of(data, cai)
         itemsize = 1 if flags else 8
         want = ("b1", "u1") if flags else ("u8",)
         ok_type = typestr[0] in "<|=" and typestr[1:] in want
@@ -85,11 +85,12 @@ def device_column(data: Any, name: str, flags: bool = False, writable: bool = Fa
         if kind not in (_DL_CUDA, _DL_CUDA_MANAGED):
             return None
         ptr, n, _, code, bits, ndim, stride = _tandem.dlpack_array(data)
-        shape = (n,) if ndim == 1 else tuple(getattr(data, "shape", (n,)))
+        shape = (n,) if ndim == 1 else tuple(getattr(data, "shape", ())) or (n,) * ndim
         typestr = f"DLPack type code {code}, {bits} bits"
         ok_type = (code == _DL_UINT and bits == 64) or (flags and bits == 8)
+        strides = (stride,)
         contiguous = ndim != 1 or n <= 1 or stride == 1
-        readonly, stream = False, None
+        readonly, stream = False, 0
     if len(shape) != 1:
         raise ValueError(f"{name}: expected a 1-D array, got a {len(shape)}-D array of shape {shape} in GPU memory")
     if not ok_type:
@@ -99,10 +100,37 @@ def device_column(data: Any, name: str, flags: bool = False, writable: bool = Fa
         raise ValueError(f"{name}: the array in GPU memory is not contiguous (strides {strides})")
     if writable and readonly:
         raise ValueError(f"{name}: the array in GPU memory is read-only")
-    device = _tandem.device_of(ptr) if n else 0
+    device = _tandem.device_of(ptr) if n else _device_id(data)
     if n and device < 0:
         raise ValueError(f"{name}: its pointer is not memory of a GPU this process can use")
-    return DeviceColumn(ptr, n, device, 0 if stream is None else int(stream), data)
+    return DeviceColumn(ptr, n, device, stream, data)
+
+
+def _stream_of(data: Any, cai: dict) -> int:
+    """The stream whose queued work writes `data`: the CUDA array
+    interface's (v3; 1 and 2 are the legacy and per-thread default
+    streams), torch's current stream on the array's GPU (its interface has
+    none), else 0 (the legacy default stream)."""
+    stream = cai.get("stream")
+    if stream is not None:
+        return int(stream)
+    if type(data).__module__.split(".")[0] == "torch":
+        import torch  # type: ignore[import-not-found]
+
+        return int(torch.cuda.current_stream(data.device).cuda_stream)
+    return 0
+
+
+def _device_id(data: Any) -> int:
+    """The GPU of an empty array (its pointer names none), 0 if it says none."""
+    probe = getattr(data, "__dlpack_device__", None)
+    if probe is not None:
+        try:
+            return int(probe()[1])
+        except Exception:  # an empty array may refuse to export
+            pass
+    device = getattr(data, "device", None)
+    return int(getattr(device, "index", None) or getattr(device, "id", None) or 0)
 
 
 def empty_like(like: Any, n: int, dtype: str, device: int) -> Any:

@@ -16,6 +16,7 @@ namespace tandem {
 
 device_io::~device_io() {
   for (void* p : {keys, values, values_out, found_out, keys_out}) device::free_pinned(p);
+  device::destroy_stream(stream, c.device);
 }
 
 namespace {
@@ -34,11 +35,11 @@ std::exception_ptr finish_on_host(const device_io& io, std::exception_ptr failur
     const columns& c = io.c;
     const std::size_t n = c.n;
     if (io.values_out != nullptr) {
-      device::copy_to_device(c.values_out, io.values_out, n * sizeof(value_type), c.device, c.stream);
+      device::copy_to_device(c.values_out, io.values_out, n * sizeof(value_type), c.device, io.stream);
     }
-    if (io.found_out != nullptr) device::copy_to_device(c.found_out, io.found_out, n, c.device, c.stream);
+    if (io.found_out != nullptr) device::copy_to_device(c.found_out, io.found_out, n, c.device, io.stream);
     if (io.keys_out != nullptr) {
-      device::copy_to_device(c.keys_out, io.keys_out, n * sizeof(key_type), c.device, c.stream);
+      device::copy_to_device(c.keys_out, io.keys_out, n * sizeof(key_type), c.device, io.stream);
     }
   } catch (...) {
     return std::current_exception();
@@ -58,8 +59,11 @@ void to_host(job& j) {
   io->values_out = host_room(c.values_out, n * sizeof(value_type));
   io->found_out = host_room(c.found_out, n);
   io->keys_out = c.type == op_type::lower_bound ? host_room(c.keys_out, n * sizeof(key_type)) : nullptr;
-  device::copy_from_device(io->keys, c.keys, n * sizeof(key_type), c.device, c.stream);
-  if (io->values != nullptr) device::copy_from_device(io->values, c.values, n * sizeof(value_type), c.device, c.stream);
+  device::copy_from_device(io->keys, c.keys, n * sizeof(key_type), c.device, io->stream);
+  if (io->values != nullptr) device::copy_from_device(io->values, c.values, n * sizeof(value_type), c.device, io->stream);
+  io->pcie_bytes = n * (sizeof(key_type) + (io->values != nullptr ? sizeof(value_type) : 0) +
+                        (io->values_out != nullptr ? sizeof(value_type) : 0) + (io->found_out != nullptr ? 1 : 0) +
+                        (io->keys_out != nullptr ? sizeof(key_type) : 0));
   const auto* keys = static_cast<const key_type*>(io->keys);
   // Keys serve as the args of ops that take none (as for host columns).
   j.ops = batch::over(c.type, keys, io->values != nullptr ? static_cast<const value_type*>(io->values) : keys, n);
@@ -71,8 +75,8 @@ void to_host(job& j) {
 
 void scatter_misses(const job& j, const std::uint32_t* positions, const value_type* values,
                     const std::uint8_t* found, std::size_t m) {
-  const columns& c = j.device->c;
-  device::scatter_into_device(c.values_out, c.found_out, positions, values, found, m, c.device, c.stream);
+  const device_io& io = *j.device;
+  device::scatter_into_device(io.c.values_out, io.c.found_out, positions, values, found, m, io.c.device, io.stream);
 }
 
 std::future<void> submit_from_device(const columns& c, bool keep_on_gpu,
@@ -95,10 +99,14 @@ std::future<void> submit_from_device(const columns& c, bool keep_on_gpu,
     none.set_value();
     return none.get_future();
   }
-  device::synchronize(c.device, c.stream);  // the inputs are written
+  // The inputs are written once the caller's stream is done; after that,
+  // tandem's copies and scatters go on a stream of its own, so that work
+  // the caller queues later never holds them up.
+  device::synchronize(c.device, c.stream);
   auto io = std::make_shared<device_io>();
   io->c = c;
   io->on_gpu = true;
+  io->stream = device::create_stream(c.device);
   auto j = std::make_unique<job>();
   j->ops = batch::over(c.type, c.keys, c.keys, n);
   j->in_place = true;

@@ -4,6 +4,7 @@
 
 #include <tandem/index.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <future>
 #include <memory>
@@ -17,8 +18,10 @@ namespace tandem {
 /// page-locked host copies (`to_host`), its answers copied up once it is
 /// done.
 struct device_io {
-  columns c;            // the caller's arrays, GPU and stream
-  bool on_gpu = false;  // the job's keys and outputs are c's device arrays
+  columns c;                     // the caller's arrays, GPU and stream
+  bool on_gpu = false;           // the job's keys and outputs are c's device arrays
+  void* stream = nullptr;        // tandem's own stream on c.device: copies and scatters after the call
+  std::uint64_t pcie_bytes = 0;  // once on the host: bytes copied down and to be copied up
   // Page-locked host copies once on the host (null where none).
   void* keys = nullptr;
   void* values = nullptr;

@@ -331,7 +331,9 @@ bool index::impl::copies_take_gets(const prepared& p) const {
 // Gets in GPU memory stay there when the copies' route can take them: on
 // the index's GPU, with its leaf cache, batches sorted whole.
 bool index::impl::keeps_device_keys(const columns& c) const {
-  return c.type == op_type::get && cache_ && gpu_ && gpu_->device_ordinal() == c.device &&
+  const std::size_t bound = route_keys_.load();
+  return c.type == op_type::get && cache_ && gpu_ && gpu_->device_ordinal() == c.device && copies_off_.load() == 0 &&
+         !degraded_.load() && !over_budget_.load() && (bound == 0 || c.n <= bound) &&
          cfg_.gpu_order == gpu_query_order::full_sort;
 }
 
@@ -340,6 +342,7 @@ bool index::impl::keeps_device_keys(const columns& c) const {
 void index::impl::keys_to_host(prepared& p) {
   if (!p.j->device || !p.j->device->on_gpu) return;
   to_host(*p.j);
+  p.bytes.pcie += p.j->device->pcie_bytes;
   if (p.j->values_out) p.columns->values = p.j->values_out;
   if (p.j->found_out) p.columns->found = p.j->found_out;
 }

@@ -44,14 +44,14 @@ void index::impl::route(prepared& p) {
   route_space& sp = *p.space;
   route_report& info = p.info;
   const bool with_args = !p.gets_only;
-  const auto* types = reinterpret_cast<const std::uint8_t*>(b.types());
   double share = fixed_share_.load();
   if (auto_share_.load()) {
     std::lock_guard<std::mutex> lock(policy_mutex_);
     share = policy_.share();
   }
   if (cache_ && !p.no_copies && route_from_copies(p, share)) return;
-  keys_to_host(p);
+  keys_to_host(p);  // device columns the copies did not take: b is over host copies from here
+  const auto* types = reinterpret_cast<const std::uint8_t*>(b.types());
   // Held until the GPU route has finished: no upload may switch the router's
   // version between reading it here and the route using it.
   std::unique_lock<std::mutex> turn(gpu_turn_, std::defer_lock);

@@ -3,6 +3,7 @@
 // point ops only is counted and marked ok without a branch per op), count them
 // by type, take the answer columns from the pool and fill the status column.
 // Runs on the look-ahead thread (or the dispatcher), in the arena.
+#include "device_columns.hpp"
 #include "index_impl.hpp"
 
 #include <oneapi/tbb/blocked_range.h>
@@ -131,6 +132,8 @@ void index::impl::validate(prepared& p) {
   const std::uint64_t ranges = p.info.ops_by_type[static_cast<std::size_t>(op_type::scan)] +
                                p.info.ops_by_type[static_cast<std::size_t>(op_type::count)];
   p.bytes.validate = n * (sizeof(op_type) + sizeof(op_status)) + ranges * (sizeof(key_type) + sizeof(std::uint64_t));
+  // Device columns copied to the host at the call: their copies down and up.
+  if (p.j->device && !p.j->device->on_gpu) p.bytes.pcie += p.j->device->pcie_bytes;
 }
 
 }  // namespace tandem

@@ -176,10 +176,11 @@ struct columns {
   key_type* keys_out = nullptr;      ///< lower_bound: n entries' keys, or null
   /// -1: every array is in host memory. Else the CUDA ordinal of the GPU
   /// whose memory (device or managed) holds keys, values and every output:
-  /// the index reads the inputs once the work queued on `stream` before
-  /// the call is done, and writes the answers with copies on `stream`
-  /// before the future is ready. Checked at the call: an array that is not
-  /// that GPU's memory is refused, naming it.
+  /// the call waits for the work queued on `stream` before it (the inputs
+  /// are then read as they are), and the answers are in the outputs when
+  /// the future is ready (written on streams of the index's own, never
+  /// behind work queued on `stream` later). Checked at the call: an array
+  /// that is not that GPU's memory is refused, naming it.
   int device = -1;
   /// With `device` >= 0: the caller's cudaStream_t (null: the legacy
   /// default stream), as void* so that this header shows no CUDA type.

@@ -30,6 +30,13 @@ void copy_from_device(void* host, const void* dev, std::size_t bytes, int ordina
 /// @throws tandem::cuda_error when a CUDA call fails
 void copy_to_device(void* dev, const void* host, std::size_t bytes, int ordinal, void* stream);
 
+/// @brief A stream of GPU `ordinal` that does not wait for the legacy
+///        default stream (cudaStreamNonBlocking), for work of tandem's own.
+/// @throws tandem::cuda_error when it cannot be made
+[[nodiscard]] void* create_stream(int ordinal);
+/// @brief Destroys a stream from create_stream (nullptr is fine).
+void destroy_stream(void* stream, int ordinal) noexcept;
+
 /// @brief Waits until the work queued on `stream` (of GPU `ordinal`) is done.
 /// @throws tandem::cuda_error when it failed
 void synchronize(int ordinal, void* stream);
