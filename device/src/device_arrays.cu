@@ -3,6 +3,7 @@
 
 #include <tandem/device/current_device.hpp>
 #include <tandem/device/detail/cuda_check.cuh>
+#include <tandem/device/detail/cuda_resources.cuh>
 #include <tandem/error.hpp>
 
 #include <cuda_runtime.h>
@@ -47,20 +48,25 @@ void check_device_array(const void* p, std::size_t bytes, std::size_t align, int
   }
 }
 
-void copy_from_device(void* host, const void* dev, std::size_t bytes, int ordinal, void* stream) {
+namespace {
+
+/// One copy on `stream` of GPU `ordinal`, waited for.
+void copy_and_wait(void* to, const void* from, std::size_t bytes, cudaMemcpyKind kind, int ordinal, void* stream) {
   if (bytes == 0) return;
   const device_scope on(ordinal);
   const auto s = static_cast<cudaStream_t>(stream);
-  TANDEM_CUDA_TRY(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s));
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(to, from, bytes, kind, s));
   TANDEM_CUDA_TRY(cudaStreamSynchronize(s));
 }
 
+}  // namespace
+
+void copy_from_device(void* host, const void* dev, std::size_t bytes, int ordinal, void* stream) {
+  copy_and_wait(host, dev, bytes, cudaMemcpyDeviceToHost, ordinal, stream);
+}
+
 void copy_to_device(void* dev, const void* host, std::size_t bytes, int ordinal, void* stream) {
-  if (bytes == 0) return;
-  const device_scope on(ordinal);
-  const auto s = static_cast<cudaStream_t>(stream);
-  TANDEM_CUDA_TRY(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
-  TANDEM_CUDA_TRY(cudaStreamSynchronize(s));
+  copy_and_wait(dev, host, bytes, cudaMemcpyHostToDevice, ordinal, stream);
 }
 
 void* create_stream(int ordinal) {
@@ -86,13 +92,9 @@ void synchronize(int ordinal, void* stream) {
 }
 
 int device_of(const void* p) noexcept {
-  if (p == nullptr) return -1;
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return -1;
-  }
-  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ? a.device : -1;
+  int device = -1;
+  const cudaMemoryType t = detail::memory_type(p, &device);
+  return t == cudaMemoryTypeDevice || t == cudaMemoryTypeManaged ? device : -1;
 }
 
 namespace {

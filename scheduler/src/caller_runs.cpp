@@ -43,7 +43,7 @@ void index::impl::refuse_on_dispatcher(const char* what) const {
 
 bool index::impl::run_on_caller(std::unique_ptr<job>& j) {
   if (!cfg_.caller_runs || cfg_.verify_each_batch || j->type != job::kind::batch || j->done) return false;
-  if (j->device && j->device->on_gpu) return false;  // keys in GPU memory: the copies' route reads them
+  if (keys_on_gpu(*j)) return false;  // keys in GPU memory: the copies' route reads them
   const std::size_t n = j->ops.size();
   if (n == 0 || n > cfg_.small_batch_ops || n > cfg_.direct_get_ops || !j->ops.scans().empty()) return false;
   const op_type* types = j->ops.types();

@@ -51,7 +51,7 @@ std::exception_ptr finish_on_host(const device_io& io, std::exception_ptr failur
 
 void to_host(job& j) {
   device_io* io = j.device.get();
-  if (io == nullptr || !io->on_gpu) return;
+  if (!keys_on_gpu(j)) return;
   const columns& c = io->c;
   const std::size_t n = c.n;
   io->keys = device::allocate_pinned(n * sizeof(key_type));

@@ -34,6 +34,10 @@ struct device_io {
   ~device_io();
 };
 
+/// Whether job `j`'s keys and outputs are still the caller's arrays in GPU
+/// memory (never to be read or written on the host).
+inline bool keys_on_gpu(const job& j) noexcept { return j.device && j.device->on_gpu; }
+
 /// Queues `c` (checked as host columns are; c.device >= 0): its arrays
 /// checked to be GPU c.device's memory, and the work queued on c.stream
 /// before the call waited for. With `keep_on_gpu` (gets, and the index

@@ -248,7 +248,7 @@ void index::impl::prepare(prepared& p) {
     });
     p.direct = p.gets_only && p.n != 0 && p.n <= cfg_.direct_get_ops &&
                (p.n <= cfg_.small_batch_ops || p.n <= direct_gets_per_leaf * p.version->leaf_count()) &&
-               !copies_take_gets(p) && !(p.j->device && p.j->device->on_gpu);
+               !copies_take_gets(p) && !keys_on_gpu(*p.j);
     if (p.n != 0 && !p.direct) {
       // Not inside the arena: the GPU side waits for the GPU on this thread,
       // never on a TBB worker; the CPU parts enter the arena themselves.

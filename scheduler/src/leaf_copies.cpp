@@ -227,8 +227,8 @@ bool index::impl::route_from_copies(prepared& p, double share) {
     // As the GPU route would take the batch: whole, on the GPU, fully sorted.
     // Keys in GPU memory (device columns) are looked up in the copies at
     // any size and hit rate: the usual route would copy them down first.
-    const bool keys_on_gpu = p.j->device && p.j->device->on_gpu;
-    if (degraded_.load() || (n < cfg_.min_gpu_batch && !keys_on_gpu) || share <= 0 ||
+    const bool device_keys = keys_on_gpu(*p.j);
+    if (degraded_.load() || (n < cfg_.min_gpu_batch && !device_keys) || share <= 0 ||
         cfg_.gpu_order != gpu_query_order::full_sort) {
       return false;
     }
@@ -238,7 +238,7 @@ bool index::impl::route_from_copies(prepared& p, double share) {
     // while current copies held under 75% of the last batch's gets, as
     // counted by its hits or, routed the usual way, by its gets' leaves
     // (note_heat). The host stand-in, there for tests, always looks.
-    if (copies_rate_.load() < min_hit_permille && !keys_on_gpu) return false;
+    if (copies_rate_.load() < min_hit_permille && !device_keys) return false;
     std::unique_lock<std::mutex> turn(gpu_turn_);
     const std::size_t bound = route_keys_.load();
     if (over_budget_.load() || (bound > 0 && n > bound)) return false;
@@ -340,7 +340,7 @@ bool index::impl::keeps_device_keys(const columns& c) const {
 // A batch of device columns that the copies' route did not take runs on
 // host copies of its arrays (device_columns.hpp, to_host).
 void index::impl::keys_to_host(prepared& p) {
-  if (!p.j->device || !p.j->device->on_gpu) return;
+  if (!keys_on_gpu(*p.j)) return;
   to_host(*p.j);
   p.bytes.pcie += p.j->device->pcie_bytes;
   if (p.j->values_out) p.columns->values = p.j->values_out;

@@ -148,7 +148,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   // scatter writes every answer).
   p.gpu_scatter = !p.from_copies && cfg_.gpu_scatter && p.info.gpu_keys != 0 && gpu_ && !degraded_.load() &&
                   gpu_scatter_fits(n);
-  if (p.j->device && p.j->device->on_gpu) {  // the misses' answers into the caller's GPU arrays
+  if (keys_on_gpu(*p.j)) {  // the misses' answers into the caller's GPU arrays
     try {
       scatter_misses(*p.j, p.routes.positions, sorted.values, sorted.found, p.routed);
       p.bytes.pcie += p.routed * (sizeof(std::uint32_t) + sizeof(value_type) + 1);

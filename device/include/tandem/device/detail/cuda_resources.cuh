@@ -184,32 +184,31 @@ class event_pool {
   std::size_t next_ = 0;
 };
 
-/// @return true when the GPU can copy `p` directly: page-locked or
-///         registered host memory, or device (or managed) memory, which a
-///         copy of kind cudaMemcpyDefault reaches where it lies (so caller
-///         arrays in GPU memory are used in place, never staged).
-inline bool dma_ready(const void* p) {
-  if (p == nullptr) return false;
+/// @return where `p` lies (cudaMemoryTypeUnregistered for pageable host
+///         memory, memory CUDA does not know, or null) and, in `device`
+///         when given, the GPU of device or managed memory.
+inline cudaMemoryType memory_type(const void* p, int* device = nullptr) {
   cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+  if (p == nullptr || cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return cudaMemoryTypeUnregistered;
   }
-  return attributes.type == cudaMemoryTypeHost || attributes.type == cudaMemoryTypeDevice ||
-         attributes.type == cudaMemoryTypeManaged;
+  if (device != nullptr) *device = attributes.device;
+  return attributes.type;
 }
 
 /// @return true when `p` is device (or managed) memory: copies of it cross
 ///         no PCIe link (route_timing's bytes leave it out).
 inline bool in_gpu_memory(const void* p) {
-  if (p == nullptr) return false;
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+  const cudaMemoryType t = memory_type(p);
+  return t == cudaMemoryTypeDevice || t == cudaMemoryTypeManaged;
 }
+
+/// @return true when the GPU can copy `p` directly: page-locked or
+///         registered host memory, or device (or managed) memory, which a
+///         copy of kind cudaMemcpyDefault reaches where it lies (so caller
+///         arrays in GPU memory are used in place, never staged).
+inline bool dma_ready(const void* p) { return memory_type(p) == cudaMemoryTypeHost || in_gpu_memory(p); }
 
 /// Checks each stage's injected faults at most once per call.
 class fault_gate {
