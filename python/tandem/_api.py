@@ -180,7 +180,8 @@ class IndexAPI(Generic[_R]):
     def get(self, keys: Any, default: Any = None) -> Any:
         """``values, found = idx.get(keys)``: uint64 values (0 where absent) and
         bool found flags. With one int key: its value, or `default` (None).
-        Keys in GPU memory give answers there (see _device)."""
+        Keys in GPU memory (cupy, torch, __cuda_array_interface__, CUDA DLPack)
+        give answers there, as arrays of the same kind."""
         if type(keys) is int and 0 <= keys <= U64_MAX:
             v = self._get_one(keys)
             return default if v is None else v
