@@ -136,17 +136,36 @@ void scatter_into_device(std::uint64_t* values_out, std::uint8_t* found_out, con
   if (m == 0 || (values_out == nullptr && found_out == nullptr)) return;
   const device_scope on(ordinal);
   const auto s = static_cast<cudaStream_t>(stream);
-  // One allocation, stream-ordered: positions, values, flags.
+  // One allocation: positions, values (when wanted), flags (when wanted);
+  // stream-ordered where the GPU has memory pools, else cudaMalloc, freed
+  // once the kernel is done.
   const std::size_t value_at = (m * sizeof(std::uint32_t) + 255) / 256 * 256;
-  const std::size_t found_at = value_at + m * sizeof(std::uint64_t);
+  const std::size_t found_at = value_at + (values_out != nullptr ? m * sizeof(std::uint64_t) : 0);
+  const std::size_t bytes = found_at + (found_out != nullptr ? m : 0);
+  int pools = 0;
+  if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    pools = 0;
+  }
   void* room = nullptr;
-  TANDEM_CUDA_TRY(cudaMallocAsync(&room, found_at + m, s));
+  TANDEM_CUDA_TRY(pools != 0 ? cudaMallocAsync(&room, bytes, s) : cudaMalloc(&room, bytes));
+  const auto release = [&]() -> cudaError_t {
+    if (pools != 0) {
+      const cudaError_t freed = cudaFreeAsync(room, s);
+      const cudaError_t done = cudaStreamSynchronize(s);
+      return freed != cudaSuccess ? freed : done;
+    }
+    const cudaError_t done = cudaStreamSynchronize(s);
+    const cudaError_t freed = cudaFree(room);
+    return done != cudaSuccess ? done : freed;
+  };
   auto* base = static_cast<unsigned char*>(room);
-  bool freed = false;
   try {
     TANDEM_CUDA_TRY(cudaMemcpyAsync(base, positions, m * sizeof(std::uint32_t), cudaMemcpyDefault, s));
-    TANDEM_CUDA_TRY(cudaMemcpyAsync(base + value_at, values, m * sizeof(std::uint64_t), cudaMemcpyDefault, s));
-    TANDEM_CUDA_TRY(cudaMemcpyAsync(base + found_at, found, m, cudaMemcpyDefault, s));
+    if (values_out != nullptr) {
+      TANDEM_CUDA_TRY(cudaMemcpyAsync(base + value_at, values, m * sizeof(std::uint64_t), cudaMemcpyDefault, s));
+    }
+    if (found_out != nullptr) TANDEM_CUDA_TRY(cudaMemcpyAsync(base + found_at, found, m, cudaMemcpyDefault, s));
     const unsigned threads = 256;
     const auto blocks = static_cast<unsigned>(std::min<std::size_t>((m + threads - 1) / threads, 65535));
     scatter_answers_kernel<<<blocks, threads, 0, s>>>(values_out, found_out,
@@ -154,17 +173,12 @@ void scatter_into_device(std::uint64_t* values_out, std::uint8_t* found_out, con
                                                       reinterpret_cast<const std::uint64_t*>(base + value_at),
                                                       base + found_at, m);
     TANDEM_CUDA_TRY(cudaGetLastError());
-    freed = true;
-    TANDEM_CUDA_TRY(cudaFreeAsync(room, s));
-    TANDEM_CUDA_TRY(cudaStreamSynchronize(s));
   } catch (...) {
-    if (!freed) {
-      (void)cudaFreeAsync(room, s);
-      (void)cudaStreamSynchronize(s);
-      (void)cudaGetLastError();
-    }
+    (void)release();
+    (void)cudaGetLastError();
     throw;
   }
+  TANDEM_CUDA_TRY(release());
 }
 
 void* allocate_device(std::size_t bytes, int ordinal) {

@@ -27,9 +27,8 @@ std::size_t gpu_router::route_cached(const key_type* keys, std::size_t n, value_
   if (state_->options.order != aggregation::full) {
     throw std::logic_error("gpu_router::route_cached: needs aggregation::full");
   }
-  if (n > 0 && (values_out == nullptr || found_out == nullptr)) {
-    throw std::invalid_argument("gpu_router::route_cached: null values_out or found_out for " + std::to_string(n) +
-                                " keys");
+  if (n > 0 && found_out == nullptr) {
+    throw std::invalid_argument("gpu_router::route_cached: null found_out for " + std::to_string(n) + " keys");
   }
   out.args = nullptr;
   out.types = nullptr;

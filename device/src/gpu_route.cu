@@ -64,8 +64,10 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   const bool cached = answers != nullptr;
   const bool patching = cached && out.types != nullptr;
   const bool remap = ranged || (cached && !patching);
-  const bool answers_direct =
-      cached && !patching && detail::dma_ready(answers->values) && detail::dma_ready(answers->found);
+  // Gets-only: values may be unwanted (null), found flags never are.
+  const bool want_values = cached && answers->values != nullptr;
+  const bool answers_direct = cached && !patching && (!want_values || detail::dma_ready(answers->values)) &&
+                              detail::dma_ready(answers->found);
   const detail::in_range keep{ranged ? range->lo : 0, ranged ? range->hi : 0};
   const std::size_t room = ranged ? range->limit : n;  // ops the arrays hold
   const bool full = options.order == aggregation::full;
@@ -90,7 +92,7 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   const std::size_t answer_bytes =
       timing == nullptr || !cached
           ? 0
-          : n * ((detail::in_gpu_memory(answers->values) ? 0 : sizeof(value_type)) +
+          : n * ((!want_values || detail::in_gpu_memory(answers->values) ? 0 : sizeof(value_type)) +
                  (detail::in_gpu_memory(answers->found) ? 0 : 1) +
                  (patching && answers->keys != nullptr && !detail::in_gpu_memory(answers->keys) ? sizeof(key_type)
                                                                                                  : 0));
@@ -282,8 +284,10 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
       cm.descended = mark(stream);
       if (answers_direct) {
         TANDEM_CUDA_TRY(detail::injected_fault_at(gate, stage::download));
-        TANDEM_CUDA_TRY(cudaMemcpyAsync(answers->values + offset, r.answers.data() + offset,
-                                        count * sizeof(value_type), cudaMemcpyDefault, stream));
+        if (want_values) {
+          TANDEM_CUDA_TRY(cudaMemcpyAsync(answers->values + offset, r.answers.data() + offset,
+                                          count * sizeof(value_type), cudaMemcpyDefault, stream));
+        }
         TANDEM_CUDA_TRY(cudaMemcpyAsync(answers->found + offset, r.answer_found.data() + offset, count,
                                         cudaMemcpyDefault, stream));
       }
@@ -320,8 +324,10 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
   // Copy answers that go down through the staged download (outputs not pinned).
   auto answer_items = [&](detail::download_item* items, std::size_t& count, cudaEvent_t after) {
     if (!cached || answers_direct) return;
-    items[count++] = {answers->values, r.answers.data(), n * sizeof(value_type), detail::dma_ready(answers->values),
-                      after};
+    if (want_values) {
+      items[count++] = {answers->values, r.answers.data(), n * sizeof(value_type),
+                        detail::dma_ready(answers->values), after};
+    }
     items[count++] = {answers->found, r.answer_found.data(), n, detail::dma_ready(answers->found), after};
     if (patching && answers->keys != nullptr) {
       items[count++] = {answers->keys, r.answer_keys.data(), n * sizeof(key_type), detail::dma_ready(answers->keys),

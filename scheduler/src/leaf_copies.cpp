@@ -259,8 +259,10 @@ bool index::impl::route_from_copies(prepared& p, double share) {
     device::route_timing t;
     std::size_t routed = 0;
     try {
+      // Device gets that want found flags only (contains): no values cross PCIe.
+      value_type* const copy_values = device_keys && p.j->values_out == nullptr ? nullptr : values;
       routed = with_types ? gpu_->route_cached(b.keys(), b.args(), types, n, values, found, answer_keys, out, &t)
-                          : gpu_->route_cached(b.keys(), n, values, found, out, &t);
+                          : gpu_->route_cached(b.keys(), n, copy_values, found, out, &t);
     } catch (const std::exception&) {
       note_gpu_failure();
       info.gpu_failed = true;

@@ -151,7 +151,8 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
   if (keys_on_gpu(*p.j)) {  // the misses' answers into the caller's GPU arrays
     try {
       scatter_misses(*p.j, p.routes.positions, sorted.values, sorted.found, p.routed);
-      p.bytes.pcie += p.routed * (sizeof(std::uint32_t) + sizeof(value_type) + 1);
+      const std::size_t out = (p.j->values_out != nullptr ? sizeof(value_type) : 0) + (p.j->found_out != nullptr ? 1 : 0);
+      p.bytes.pcie += out == 0 ? 0 : p.routed * (sizeof(std::uint32_t) + out);
     } catch (...) {
       p.failure = std::current_exception();
     }

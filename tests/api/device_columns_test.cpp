@@ -159,9 +159,10 @@ TEST(DeviceColumns, GpuZeroLengthAndRefusedArrays) {
   refused(c, "columns::found_out");
 }
 
-/// Device gets of `keys` answered as the model answers them.
+/// Device gets of `keys` answered as the model answers them (found flags
+/// only, as contains() asks, without `values`).
 void gets_match_model(tandem::index& idx, const std::map<key_type, value_type>& model,
-                      const std::vector<key_type>& keys, const std::string& what) {
+                      const std::vector<key_type>& keys, const std::string& what, bool values = true) {
   const std::size_t n = keys.size();
   device_vector<key_type> dk(n);
   device_vector<value_type> dv(n);
@@ -170,7 +171,7 @@ void gets_match_model(tandem::index& idx, const std::map<key_type, value_type>& 
   columns c;
   c.type = op_type::get;
   c.keys = dk.p;
-  c.values_out = dv.p;
+  c.values_out = values ? dv.p : nullptr;
   c.found_out = df.p;
   c.n = n;
   c.device = 0;
@@ -181,7 +182,7 @@ void gets_match_model(tandem::index& idx, const std::map<key_type, value_type>& 
   for (std::size_t i = 0; i < n; ++i) {
     const auto it = model.find(keys[i]);
     const bool want = it != model.end();
-    if (f[i] != (want ? 1 : 0) || (want && v[i] != it->second)) {
+    if (f[i] != (want ? 1 : 0) || (values && want && v[i] != it->second)) {
       if (++wrong <= 3) ADD_FAILURE() << what << ": key " << keys[i] << " at " << i << ": found " << int(f[i]);
     }
   }
@@ -228,6 +229,9 @@ TEST(DeviceColumns, GpuGetsStayOnTheGpuAndMatchTheModel) {
       EXPECT_EQ(loaded.cache_last_lookups, std::uint64_t{1} << 16) << what << ": not looked up in the copies";
       if (cache == gpu_cache_auto) {
         EXPECT_EQ(loaded.cache_last_hits, loaded.cache_last_lookups) << what;
+        // Found flags only: nothing of the answers crosses PCIe.
+        gets_match_model(idx, model, probe_keys(model, 1 << 16, rng), what + ", found flags only", false);
+        EXPECT_LT(idx.stats().total_bytes.pcie - loaded.total_bytes.pcie, std::uint64_t{1} << 10) << what;
       }
       // Writes from the host: inserts (splits), erases (merges), puts.
       batch w;

@@ -4,6 +4,7 @@
 // dispatcher, gets answered directly, routed; on the GPU too), edge keys 0
 // and UINT64_MAX included; bad arrays are refused with a clear error.
 #include <tandem/device/device_query.hpp>
+#include <tandem/device/pinned.hpp>
 #include <tandem/tandem.hpp>
 
 #include "support/keys.hpp"
@@ -11,9 +12,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <thread>
 #include <random>
 #include <stdexcept>
@@ -129,6 +132,45 @@ TEST(InPlace, GpuRoutedAnswersAsBatchesDo) {
     cfg.gpu_share = share;
     cfg.min_gpu_batch = 1024;
     run_mix(cfg, 11);
+  }
+}
+
+// With a GPU, answers for pageable outputs wait in the batch's pinned
+// columns and are copied out on delivery; page-locked outputs are written
+// directly. One array of each kind in one call, both ways round, with and
+// without the leaf cache.
+TEST(InPlace, GpuAnswersReachPinnedAndPageableOutputsAlike) {
+  const auto report = device::query_devices();
+  if (report.devices.empty()) GTEST_SKIP() << "no usable GPU: " << report.reason;
+  for (const std::size_t cache : {gpu_cache_auto, std::size_t{0}}) {
+    SCOPED_TRACE(cache == 0 ? "no leaf cache" : "leaf cache");
+    config cfg;
+    cfg.device = device_kind::gpu;
+    cfg.min_gpu_batch = 1024;
+    cfg.gpu_cache_bytes = cache;
+    tandem::index idx(cfg);
+    test::key_source keys(test::key_pattern::narrow, 30'000, 5);
+    test::index_model model;
+    model.load(idx, keys.pairs(20'000));
+    const std::size_t n = 70'000;
+    arrays a(n);
+    for (std::size_t i = 0; i < n; ++i) a.keys[i] = i % 97 == 0 ? min_key : i % 89 == 0 ? max_key : keys();
+    const std::unique_ptr<void, void (*)(void*)> pinned(device::allocate_pinned(n * sizeof(value_type)),
+                                                       device::free_pinned);
+    auto* pinned_values = static_cast<value_type*>(pinned.get());
+    auto* pinned_found = static_cast<std::uint8_t*>(pinned.get());
+    for (const bool values_pinned : {true, false}) {
+      std::fill(a.values_out.begin(), a.values_out.end(), 77);
+      std::fill(a.found_out.begin(), a.found_out.end(), 7);
+      std::memset(pinned.get(), 9, n * sizeof(value_type));
+      columns c = a.as(op_type::get);
+      if (values_pinned) c.values_out = pinned_values;
+      if (!values_pinned) c.found_out = pinned_found;
+      idx.submit(c).get();
+      if (values_pinned) std::copy(pinned_values, pinned_values + n, a.values_out.begin());
+      if (!values_pinned) std::copy(pinned_found, pinned_found + n, a.found_out.begin());
+      EXPECT_EQ(check(model, op_type::get, a, values_pinned ? "values pinned" : "found pinned"), 0u);
+    }
   }
 }
 

@@ -129,6 +129,10 @@ def test_gets_from_gpu_memory_cross_no_link():
         assert to_host(found, np.bool_).all()
         moved = idx.stats()["stage_bytes"]["pcie"] - before
         assert moved <= (1 << 20), f"{moved} bytes over PCIe for 2^20 gets in GPU memory"
+        before = idx.stats()["stage_bytes"]["pcie"]
+        assert to_host(idx.contains(d), np.bool_).all()
+        moved = idx.stats()["stage_bytes"]["pcie"] - before
+        assert moved <= (1 << 20), f"{moved} bytes over PCIe for 2^20 contains in GPU memory"
 
 
 def test_a_device_array_without_a_usable_gpu_says_why():

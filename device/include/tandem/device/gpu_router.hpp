@@ -260,13 +260,14 @@ class gpu_router {
   ///        the copy into values_out[i], found_out[i] (found 1 or 0); the
   ///        rest (found_out[i] 0, values_out[i] unspecified) are routed into
   ///        `out` as route() routes a batch (aggregation::full), positions
-  ///        being batch positions. One answer in eight counts as 8 hits of
-  ///        its leaf (take_copy_hits). Pinned outputs are written by copies
-  ///        that overlap the next chunk's. Waits.
+  ///        being batch positions. values_out may be null (found flags
+  ///        only: no values cross PCIe). One answer in eight counts as 8
+  ///        hits of its leaf (take_copy_hits). Pinned outputs are written by
+  ///        copies that overlap the next chunk's. Waits.
   /// @return the ops routed into `out` (n - timing->answered)
   /// @throws std::logic_error when no layout was uploaded or the router's
   ///         order is not aggregation::full
-  /// @throws std::invalid_argument when values_out or found_out is null for n > 0
+  /// @throws std::invalid_argument when found_out is null for n > 0
   /// @throws as route() otherwise
   std::size_t route_cached(const key_type* keys, std::size_t n, value_type* values_out, std::uint8_t* found_out,
                            routed_batch_view& out, route_timing* timing = nullptr);
