@@ -297,8 +297,7 @@ class IndexAPI(Generic[_R]):
             return self._lower_bound_one(as_key(keys))
         d = device_column(keys, "keys")
         if d is not None:
-            found, out_keys, values = self._on_device(_LOWER_BOUND, d, None, found=True, out_keys=True, out_values=True)
-            return found, out_keys, values
+            return self._on_device(_LOWER_BOUND, d, None, found=True, out_keys=True, out_values=True)
         k = column(keys, "keys")
         n = k.shape[0]
         found, out_keys, values = answers_bool(n), answers_u64(n), answers_u64(n)

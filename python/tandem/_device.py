@@ -59,10 +59,10 @@ class DeviceArray:
         return f"tandem.DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device})"
 
 
-def device_column(data: Any, name: str, flags: bool = False, writable: bool = False) -> Optional[DeviceColumn]:
+def device_column(data: Any, name: str) -> Optional[DeviceColumn]:
     """`data` as a DeviceColumn when it is an array in GPU memory (None for
-    anything else): 1-D, contiguous, uint64 (bool or uint8 with `flags`),
-    else TypeError (the dtype) or ValueError (the shape) naming `name`."""
+    anything else): 1-D, contiguous, uint64, else TypeError (the dtype) or
+    ValueError (the shape) naming `name`."""
     if isinstance(data, np.ndarray):
         return None
     cai = getattr(data, "__cuda_array_interface__", None)
@@ -70,12 +70,10 @@ def device_column(data: Any, name: str, flags: bool = False, writable: bool = Fa
         shape = tuple(cai["shape"])
         typestr = cai["typestr"]
         strides = cai.get("strides")
-        ptr, readonly = cai["data"]
+        ptr = cai["data"][0]
         stream = _stream_of(data, cai)
-        itemsize = 1 if flags else 8
-        want = ("b1", "u1") if flags else ("u8",)
-        ok_type = typestr[0] in "<|=" and typestr[1:] in want
-        contiguous = strides is None or (len(shape) == 1 and (shape[0] <= 1 or tuple(strides) == (itemsize,)))
+        ok_type = typestr[0] in "<|=" and typestr[1:] == "u8"
+        contiguous = strides is None or (len(shape) == 1 and (shape[0] <= 1 or tuple(strides) == (8,)))
         n = shape[0] if len(shape) == 1 else 0
     else:
         probe = getattr(data, "__dlpack_device__", None)
@@ -87,19 +85,16 @@ def device_column(data: Any, name: str, flags: bool = False, writable: bool = Fa
         ptr, n, _, code, bits, ndim, stride = _tandem.dlpack_array(data)
         shape = (n,) if ndim == 1 else tuple(getattr(data, "shape", ())) or (n,) * ndim
         typestr = f"DLPack type code {code}, {bits} bits"
-        ok_type = (code == _DL_UINT and bits == 64) or (flags and bits == 8)
+        ok_type = code == _DL_UINT and bits == 64
         strides = (stride,)
         contiguous = ndim != 1 or n <= 1 or stride == 1
-        readonly, stream = False, 0
+        stream = 0
     if len(shape) != 1:
         raise ValueError(f"{name}: expected a 1-D array, got a {len(shape)}-D array of shape {shape} in GPU memory")
     if not ok_type:
-        what = "bool or uint8" if flags else "uint64"
-        raise TypeError(f"{name}: expected {what} in GPU memory, got {typestr}")
+        raise TypeError(f"{name}: expected uint64 in GPU memory, got {typestr}")
     if not contiguous:
         raise ValueError(f"{name}: the array in GPU memory is not contiguous (strides {strides})")
-    if writable and readonly:
-        raise ValueError(f"{name}: the array in GPU memory is read-only")
     device = _tandem.device_of(ptr) if n else _device_id(data)
     if n and device < 0:
         raise ValueError(f"{name}: its pointer is not memory of a GPU this process can use")
