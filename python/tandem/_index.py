@@ -43,8 +43,12 @@ class Index(IndexAPI[Result]):
     Keys and values are ints in [0, 2^64). Column methods take 1-D arrays of
     them (numpy, or anything the buffer protocol or DLPack gives, read-only
     ones included; uint64 is used in place, other integer dtypes are checked
-    and copied, non-contiguous ones copied once) and return numpy arrays;
-    one-key forms take and return ints. A bool, float or string key raises
+    and copied, non-contiguous ones copied once) and return numpy arrays.
+    ``get``, ``contains``, ``lower_bound``, ``put``, ``insert`` and ``erase``
+    also take uint64 arrays in GPU memory (cupy, torch, anything with
+    ``__cuda_array_interface__`` or CUDA DLPack) in place, and answer with
+    arrays of the same kind on that GPU (docs/python.md). One-key forms
+    take and return ints. A bool, float or string key raises
     TypeError, an int outside [0, 2^64) ValueError, both naming the argument;
     other shapes or mismatched lengths raise ValueError. Iterating gives the
     keys in order (``keys()``, ``values()``, ``items()`` too), fetched in
