@@ -4,12 +4,14 @@
 #include <tandem/device/current_device.hpp>
 #include <tandem/device/detail/cuda_check.cuh>
 #include <tandem/device/detail/cuda_resources.cuh>
+#include <tandem/device/detail/shuffle_kernels.cuh>
 #include <tandem/error.hpp>
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -99,22 +101,8 @@ int device_of(const void* p) noexcept {
 
 namespace {
 
-__global__ void scatter_answers_kernel(std::uint64_t* values_out, std::uint8_t* found_out,
-                                       const std::uint32_t* positions, const std::uint64_t* values,
-                                       const std::uint8_t* found, std::size_t m) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < m;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const std::uint32_t at = positions[i];
-    if (values_out != nullptr) values_out[at] = values[i];
-    if (found_out != nullptr) found_out[at] = found[i];
-  }
-}
-
 __global__ void invert_flags_kernel(std::uint8_t* flags, std::size_t n) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    flags[i] = flags[i] == 0 ? 1 : 0;
-  }
+  for (std::size_t i = detail::grid_first(); i < n; i += detail::grid_stride()) flags[i] = flags[i] == 0 ? 1 : 0;
 }
 
 }  // namespace
@@ -123,9 +111,7 @@ void invert_flags(std::uint8_t* flags, std::size_t n, int ordinal, void* stream)
   if (n == 0) return;
   const device_scope on(ordinal);
   const auto s = static_cast<cudaStream_t>(stream);
-  const unsigned threads = 256;
-  const auto blocks = static_cast<unsigned>(std::min<std::size_t>((n + threads - 1) / threads, 65535));
-  invert_flags_kernel<<<blocks, threads, 0, s>>>(flags, n);
+  invert_flags_kernel<<<detail::shuffle_blocks(n), detail::shuffle_block_threads, 0, s>>>(flags, n);
   TANDEM_CUDA_TRY(cudaGetLastError());
   TANDEM_CUDA_TRY(cudaStreamSynchronize(s));
 }
@@ -166,12 +152,9 @@ void scatter_into_device(std::uint64_t* values_out, std::uint8_t* found_out, con
       TANDEM_CUDA_TRY(cudaMemcpyAsync(base + value_at, values, m * sizeof(std::uint64_t), cudaMemcpyDefault, s));
     }
     if (found_out != nullptr) TANDEM_CUDA_TRY(cudaMemcpyAsync(base + found_at, found, m, cudaMemcpyDefault, s));
-    const unsigned threads = 256;
-    const auto blocks = static_cast<unsigned>(std::min<std::size_t>((m + threads - 1) / threads, 65535));
-    scatter_answers_kernel<<<blocks, threads, 0, s>>>(values_out, found_out,
-                                                      reinterpret_cast<const std::uint32_t*>(base),
-                                                      reinterpret_cast<const std::uint64_t*>(base + value_at),
-                                                      base + found_at, m);
+    detail::scatter_kernel<<<detail::shuffle_blocks(m), detail::shuffle_block_threads, 0, s>>>(
+        reinterpret_cast<const std::uint32_t*>(base), m, std::numeric_limits<std::size_t>::max(),
+        reinterpret_cast<const std::uint64_t*>(base + value_at), values_out, base + found_at, found_out);
     TANDEM_CUDA_TRY(cudaGetLastError());
   } catch (...) {
     (void)release();

@@ -73,10 +73,12 @@ void to_host(job& j) {
   io->on_gpu = false;
 }
 
-void scatter_misses(const job& j, const std::uint32_t* positions, const value_type* values,
-                    const std::uint8_t* found, std::size_t m) {
+std::size_t scatter_misses(const job& j, const std::uint32_t* positions, const value_type* values,
+                           const std::uint8_t* found, std::size_t m) {
   const device_io& io = *j.device;
   device::scatter_into_device(io.c.values_out, io.c.found_out, positions, values, found, m, io.c.device, io.stream);
+  const std::size_t out = (io.c.values_out != nullptr ? sizeof(value_type) : 0) + (io.c.found_out != nullptr ? 1 : 0);
+  return out == 0 ? 0 : m * (sizeof(std::uint32_t) + out);
 }
 
 std::future<void> submit_from_device(const columns& c, bool keep_on_gpu,

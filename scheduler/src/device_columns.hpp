@@ -60,7 +60,9 @@ void to_host(job& j);
 /// Writes the answers of the `m` ops a route left to the leaf phase (batch
 /// positions, values, flags) into the caller's device arrays of `j`, whose
 /// keys stayed on the GPU; the copies' answers are there already.
-void scatter_misses(const job& j, const std::uint32_t* positions, const value_type* values,
+/// @return the bytes that went up (the outputs the caller asked for, with
+///         their positions)
+std::size_t scatter_misses(const job& j, const std::uint32_t* positions, const value_type* values,
                     const std::uint8_t* found, std::size_t m);
 
 }  // namespace tandem

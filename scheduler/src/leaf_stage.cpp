@@ -150,9 +150,7 @@ void index::impl::run_leaves(prepared& p, std::uint64_t& split_count) {
                   gpu_scatter_fits(n);
   if (keys_on_gpu(*p.j)) {  // the misses' answers into the caller's GPU arrays
     try {
-      scatter_misses(*p.j, p.routes.positions, sorted.values, sorted.found, p.routed);
-      const std::size_t out = (p.j->values_out != nullptr ? sizeof(value_type) : 0) + (p.j->found_out != nullptr ? 1 : 0);
-      p.bytes.pcie += out == 0 ? 0 : p.routed * (sizeof(std::uint32_t) + out);
+      p.bytes.pcie += scatter_misses(*p.j, p.routes.positions, sorted.values, sorted.found, p.routed);
     } catch (...) {
       p.failure = std::current_exception();
     }
