@@ -398,6 +398,12 @@ int parse_command_line(int argc, char** argv, options& opt) {
   app.add_option("--clients", opt.clients, "--client-work: client threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  app.add_option("--gpus", opt.gpus,
+                 "One index over GPUs 0 .. N-1 (config.gpu_devices): each holds the inner levels and the same "
+                 "leaf copies, and batches of gets the copies take are cut by position over them. With --shards "
+                 "and N >= 2, the shards take GPUs 0 .. N-1 in turn (else every GPU found)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{16}))
+      ->capture_default_str();
   app.add_option("--shards", opt.shards,
                  "What more GPUs give this host: N indexes over N equal key ranges, shard i on GPU i mod (GPUs "
                  "found) (config.gpu_device), each loaded with its range's keys (--keys is the keys of one shard: "

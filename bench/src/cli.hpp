@@ -68,6 +68,7 @@ struct options {
   std::size_t clients = 1;   ///< --clients: client threads of --client-work
   std::string keys_on = "host";  ///< --keys-on: host | gpu (also the runs with keys and answers in GPU memory)
   std::size_t shards = 0;    ///< --shards: indexes over equal key ranges (0: one index, the usual run)
+  std::size_t gpus = 1;      ///< --gpus: GPUs of one index (config.gpu_devices 0 .. N-1)
   std::string warmup = "auto";
   std::string plot;
   std::string plot_csv;

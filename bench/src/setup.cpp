@@ -79,6 +79,9 @@ run_setup resolve_setup(const options& opt) {
   if (opt.group_commit_output != "auto") {
     cfg.group_commit_output_bytes = static_cast<std::size_t>(*parse_count(opt.group_commit_output));
   }
+  if (opt.gpus > 1 && opt.shards == 0) {
+    for (int g = 0; g < static_cast<int>(opt.gpus); ++g) cfg.gpu_devices.push_back(g);
+  }
   cfg.device = opt.device == "gpu"   ? tandem::device_kind::gpu
                : opt.device == "cpu" ? tandem::device_kind::cpu
                                      : tandem::device_kind::automatic;

@@ -278,7 +278,8 @@ shard_run measure(const options& opt, workload_spec spec, std::size_t shards, co
   std::vector<tandem::index*> idx;
   for (std::size_t s = 0; s < shards; ++s) {
     tandem::config cfg = base;
-    cfg.gpu_device = gpus.devices.empty() ? 0 : gpus.devices[s % gpus.devices.size()].ordinal;
+    const std::size_t used = std::min(gpus.devices.size(), opt.gpus > 1 ? opt.gpus : gpus.devices.size());
+    cfg.gpu_device = used == 0 ? 0 : gpus.devices[s % used].ordinal;
     try {
       owned.push_back(std::make_unique<tandem::index>(cfg));
     } catch (const std::exception& e) {

@@ -39,6 +39,14 @@ void config::validate() const {
     fail("device", "automatic, cpu or gpu", "the integer " + std::to_string(static_cast<unsigned>(c.device)));
   }
   if (c.gpu_device < 0 || c.gpu_device > 1023) fail("gpu_device", "in [0, 1023]", std::to_string(c.gpu_device));
+  if (c.gpu_devices.size() > 16) fail("gpu_devices", "at most 16 ordinals", std::to_string(c.gpu_devices.size()));
+  for (std::size_t i = 0; i < c.gpu_devices.size(); ++i) {
+    const int d = c.gpu_devices[i];
+    if (d < 0 || d > 1023) fail("gpu_devices", "ordinals in [0, 1023]", std::to_string(d));
+    for (std::size_t j = 0; j < i; ++j) {
+      if (c.gpu_devices[j] == d) fail("gpu_devices", "ordinals none of which is named twice", std::to_string(d) + " twice");
+    }
+  }
   if (c.small_batch_ops > two_to_32) {
     fail("small_batch_ops", "in [0, 2^32 = 4294967296]", std::to_string(c.small_batch_ops));
   }

@@ -3,6 +3,7 @@
 #include "binding.hpp"
 
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 namespace tandem_py {
 
@@ -119,6 +120,7 @@ void bind_config(nb::module_& m) {
       .def_rw("fanout", &tandem::config::fanout)
       .def_rw("leaf_fill", &tandem::config::leaf_fill)
       .def_rw("gpu_device", &tandem::config::gpu_device)
+      .def_rw("gpu_devices", &tandem::config::gpu_devices)
       .def_rw("min_gpu_batch", &tandem::config::min_gpu_batch)
       .def_rw("small_batch_ops", &tandem::config::small_batch_ops)
       .def_rw("direct_get_ops", &tandem::config::direct_get_ops)

@@ -34,7 +34,8 @@ class Index(IndexAPI[Result]):
     Keyword arguments are the fields of ``tandem::config`` (see the C++ header
     config.hpp or docs/tuning.md), for example ``threads`` (0: one per
     hardware thread), ``device`` ("auto", "cpu" or "gpu"), ``gpu_device``
-    (the GPU's ordinal), ``gpu_share`` (a float in [0, 1] or "auto"),
+    (the GPU's ordinal), ``gpu_devices`` (a list of ordinals: one index over
+    several GPUs), ``gpu_share`` (a float in [0, 1] or "auto"),
     ``leaf_fill``, ``storage_dir`` (a folder that makes the index durable:
     reopening it restores every acknowledged write), ``log_sync_policy``
     ("none", "group", "batch"). An unknown name or a wrong type raises

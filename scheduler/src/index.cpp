@@ -178,6 +178,10 @@ bool detail::index_access::inject_gpu_fault(tandem::index& idx, device::stage s,
   return idx.impl_->inject_gpu_fault(s, count);
 }
 
+bool detail::index_access::inject_gpu_fault(tandem::index& idx, std::size_t gpu, device::stage s, int count) {
+  return idx.impl_->inject_peer_fault(gpu, s, count);
+}
+
 void detail::index_access::fail_nth_allocation(std::uint64_t n) noexcept { host::detail::arm_allocation_fault(n); }
 
 std::uint64_t detail::index_access::disarm_allocation_fault() noexcept {

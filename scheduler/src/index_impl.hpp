@@ -16,6 +16,7 @@
 //   delivery.cpp     futures and callbacks, a fold's members answered
 //   persist.cpp      snapshots, the redo log, checkpoints and recovery
 //   stats.cpp        the stats snapshot
+//   leaf_copies.cpp  the leaf cache; gpu_peers.cpp the GPUs past the first
 // The queue's unit of work is a job (job.hpp); a batch between its route and
 // its answers is a prepared batch in a route space (prepared_batch.hpp).
 // Threads: the dispatcher thread owns the leaves, the leaf table and the
@@ -42,6 +43,8 @@
 #include <tandem/scheduler/share_policy.hpp>
 
 #include "batch_memory.hpp"
+#include "gpu_peers.hpp"
+#include "held_jobs.hpp"
 #include "job.hpp"
 #include "point_claims.hpp"
 #include "prepared_batch.hpp"
@@ -56,6 +59,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -108,6 +112,7 @@ class index::impl {
   /// says which): @return whether it was (then `previous` is the answer), else write_point runs it.
   bool write_on_caller(op_type type, key_type key, value_type value, std::optional<value_type>& previous);
   bool inject_gpu_fault(device::stage s, int count);
+  bool inject_peer_fault(std::size_t gpu, device::stage s, int count);  // gpu_peers.cpp
   tandem::stats snapshot() const;
   void verify_all(), verify_copies();  // verify_copies: leaf_copies.cpp
   bool keeps_device_keys(const columns& c) const;  // leaf_copies.cpp
@@ -232,6 +237,13 @@ class index::impl {
   void verify_if_asked();
   void scatter_on_gpu(prepared& p);
 
+  // gpu_peers.cpp, the GPUs past the first (config.gpu_devices; each function says what it does there):
+  void open_peers(const device::router_options& first, const device::device_report& devices);
+  void drop_peer(scheduler::peer_gpu& peer, const char* what);
+  std::size_t peers_on() const noexcept;
+  void for_each_peer(const std::function<void(device::gpu_router&)>& call);
+  std::optional<std::size_t> route_cached_split(prepared& p, value_type* values, std::uint8_t* found,
+                                                routed_batch_view& out, device::route_timing& sum);
   // inner_sync.cpp
   void open_gpu();
   /// Makes config.gpu_device current on the calling thread (one the index
@@ -381,6 +393,7 @@ class index::impl {
   int next_slot_ = 0;
   std::shared_ptr<scheduler::answer_pool> answers_;
   std::unique_ptr<device::gpu_router> gpu_;
+  std::vector<std::unique_ptr<scheduler::peer_gpu>> peers_;  // config.gpu_devices past the first
   std::unique_ptr<host::leaf_cache> cache_;     // the leaf cache's bookkeeping (leaf_copies.cpp)
   std::unique_ptr<host::copy_target> copies_;  // the copies: on the GPU, or in host memory without one
   host::host_copies* standin_ = nullptr;  // copies_, when in host memory
@@ -466,30 +479,7 @@ class index::impl {
 
   /// Most batches one group commit folds.
   static constexpr std::size_t max_group_members = 256;
-  /// Jobs taken from the queue that run before anything still in it: one
-  /// found not foldable while gathering, or batches that could not be
-  /// folded. A fixed ring, so putting jobs back never allocates.
-  class held_jobs {
-   public:
-    [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
-    job* pop_front() noexcept {
-      job* j = ring_[head_];
-      head_ = (head_ + 1) % ring_.size();
-      --size_;
-      return j;
-    }
-    void push_front(job* j) noexcept {
-      head_ = (head_ + ring_.size() - 1) % ring_.size();
-      ring_[head_] = j;
-      ++size_;
-    }
-
-   private:
-    std::array<job*, max_group_members + 1> ring_{};
-    std::size_t head_ = 0;
-    std::size_t size_ = 0;
-  };
-  held_jobs held_;  // owned by the dispatcher thread
+  scheduler::held_jobs<max_group_members + 1> held_;  // owned by the dispatcher thread
 
   boost::lockfree::queue<job*> queue_;
   std::atomic<std::size_t> queued_{0};

@@ -40,26 +40,27 @@ void index::impl::open_gpu() {
     return;
   }
   const device::device_report devices = device::query_devices();
+  const int ordinal = cfg_.gpu_devices.empty() ? cfg_.gpu_device : cfg_.gpu_devices[0];
+  const std::string named = cfg_.gpu_devices.empty() ? "config.gpu_device = " : "config.gpu_devices[0] = ";
   if (devices.devices.empty()) {
     if (cfg_.device == device_kind::gpu) {
-      throw error("tandem::config.device = gpu, but there is no usable GPU (config.gpu_device = " +
-                  std::to_string(cfg_.gpu_device) + "; found " + device::describe(devices) + ")");
+      throw error("tandem::config.device = gpu, but there is no usable GPU (" + named + std::to_string(ordinal) +
+                  "; found " + device::describe(devices) + ")");
     }
     device_ = "cpu (" + device::describe(devices) + ")";
     return;
   }
-  const int ordinal = cfg_.gpu_device;
   if (std::none_of(devices.devices.begin(), devices.devices.end(),
                    [&](const device::device_info& d) { return d.ordinal == ordinal; })) {
     // describe() names how many GPUs were found and what they are.
-    const std::string why = "config.gpu_device = " + std::to_string(ordinal) + " names no usable GPU (found " +
+    const std::string why = named + std::to_string(ordinal) + " names no usable GPU (found " +
                             device::describe(devices) + ")";
     if (cfg_.device == device_kind::gpu) throw error("tandem::config.device = gpu, but " + why);
     device_ = "cpu (" + why + ")";
     return;
   }
+  device::router_options options;
   try {
-    device::router_options options;
     options.device_ordinal = ordinal;
     options.order = cfg_.gpu_order == gpu_query_order::partial_sort ? device::aggregation::partial
                     : cfg_.gpu_order == gpu_query_order::none       ? device::aggregation::none
@@ -72,6 +73,12 @@ void index::impl::open_gpu() {
       while (options.chunk > (std::size_t{1} << 12) && options.chunk * 47 > cfg_.max_gpu_bytes / 8) options.chunk /= 2;
       options.calibration_keys = std::max<std::size_t>(options.chunk, 1024);
     }
+    // Over several GPUs each takes a part of a batch: chunks shrink with the
+    // parts, so that each part still goes up, is answered and comes down in
+    // as many overlapping chunks as a whole batch on one GPU.
+    if (cfg_.gpu_devices.size() > 1) {
+      options.chunk = std::max<std::size_t>(options.chunk / cfg_.gpu_devices.size(), std::size_t{1} << 12);
+    }
     gpu_ = std::make_unique<device::gpu_router>(options);
     device_ = "gpu " + std::to_string(ordinal) + ": " + gpu_->name();
   } catch (const std::exception& e) {
@@ -81,6 +88,7 @@ void index::impl::open_gpu() {
     gpu_.reset();
     device_ = "cpu (GPU " + std::to_string(ordinal) + " unusable: " + e.what() + ")";
   }
+  if (gpu_) open_peers(options, devices);
 }
 
 void index::impl::use_gpu_device() const noexcept {
@@ -131,6 +139,7 @@ bool index::impl::fit_gpu_budget(std::size_t scatter) {
   if (dropped && cfg_.gpu_leaf_hints && !guides_dropped_.load()) gpu_->upload_guides(nullptr, 0);  // frees them
   guides_dropped_.store(dropped && cfg_.gpu_leaf_hints);
   gpu_->set_key_bound(fits ? keys : min_budget_route_keys, fits ? scatter : 0);
+  for_each_peer([&](device::gpu_router& g) { g.set_key_bound(fits ? keys : min_budget_route_keys, 0); });
   route_keys_.store(fits ? keys : 0);
   scatter_keys_.store(fits ? scatter : 0);
   scatter_refused_ = 0;
@@ -164,6 +173,7 @@ void index::impl::sync_gpu() {
     // uploads and routes on the GPU take turns (see route()).
     std::lock_guard<std::mutex> turn(gpu_turn_);
     gpu_->upload(*layout_);
+    for_each_peer([&](device::gpu_router& g) { g.upload(*layout_); });
     std::lock_guard<std::mutex> lock(layout_mutex_);
     gpu_layout_ = layout_;
     group_sizes_.clear();

@@ -15,6 +15,7 @@
 #include <oneapi/tbb/parallel_for.h>
 
 #include <algorithm>
+#include <functional>
 #include <new>
 #include <string>
 #include <vector>
@@ -22,18 +23,31 @@
 namespace tandem {
 namespace {
 
-/// The copies in the GPU's memory, through the router.
+/// The copies in the GPU's memory, through the router; with `peers`
+/// (config.gpu_devices), the same copies on each of the others, where a
+/// failure drops that GPU alone.
 class gpu_copy_target final : public host::copy_target {
  public:
-  explicit gpu_copy_target(device::gpu_router& g) : g_(g) {}
-  void reserve(std::size_t entries) override { g_.reserve_copies(entries); }
-  void apply(const copy_changes& c) override { g_.apply_copies(c); }
-  void take_hits(std::vector<std::uint32_t>& hits) override { g_.take_copy_hits(hits); }
+  using each_peer = std::function<void(const std::function<void(device::gpu_router&)>&)>;
+  explicit gpu_copy_target(device::gpu_router& g, each_peer peers = nullptr) : g_(g), peers_(std::move(peers)) {}
+  void reserve(std::size_t entries) override {
+    g_.reserve_copies(entries);
+    if (peers_) peers_([&](device::gpu_router& g) { g.reserve_copies(entries); });
+  }
+  void apply(const copy_changes& c) override {
+    g_.apply_copies(c);
+    if (peers_) peers_([&](device::gpu_router& g) { g.apply_copies(c); });
+  }
+  void take_hits(std::vector<std::uint32_t>& hits) override {
+    g_.take_copy_hits(hits);
+    if (peers_) peers_([&](device::gpu_router& g) { g.take_copy_hits(hits); });
+  }
   [[nodiscard]] std::size_t bytes() const noexcept override { return g_.copy_bytes(); }
   void read(std::vector<leaf_copy>& table, std::vector<entry>& pool) override { g_.read_copies(table, pool); }
 
  private:
   device::gpu_router& g_;
+  each_peer peers_;
 };
 
 /// Per mille of a batch's lookups that current copies must hold for the
@@ -173,11 +187,18 @@ void index::impl::open_cache() {
     } else if (asked == gpu_cache_auto) {
       const device::device_report r = device::query_devices();
       bytes = 0;
+      bytes = ~std::size_t{0};  // half the free memory of the GPU with the least
       for (const device::device_info& d : r.devices) {
-        if (d.ordinal == gpu_->device_ordinal()) bytes = d.free_memory / 2;
+        const bool ours = d.ordinal == gpu_->device_ordinal() ||
+                          std::any_of(peers_.begin(), peers_.end(),
+                                      [&](const auto& peer) { return peer->router->device_ordinal() == d.ordinal; });
+        if (ours) bytes = std::min(bytes, d.free_memory / 2);
       }
+      if (bytes == ~std::size_t{0}) bytes = 0;
     }
-    copies_ = std::make_unique<gpu_copy_target>(*gpu_);
+    gpu_copy_target::each_peer each;
+    if (!peers_.empty()) each = [this](const std::function<void(device::gpu_router&)>& call) { for_each_peer(call); };
+    copies_ = std::make_unique<gpu_copy_target>(*gpu_, std::move(each));
   } else {
     if (asked == gpu_cache_auto) return;
     auto standin = std::make_unique<host::host_copies>();
@@ -261,8 +282,15 @@ bool index::impl::route_from_copies(prepared& p, double share) {
     try {
       // Device gets that want found flags only (contains): no values cross PCIe.
       value_type* const copy_values = device_keys && p.j->values_out == nullptr ? nullptr : values;
-      routed = with_types ? gpu_->route_cached(b.keys(), b.args(), types, n, values, found, answer_keys, out, &t)
-                          : gpu_->route_cached(b.keys(), n, copy_values, found, out, &t);
+      if (with_types) {
+        routed = gpu_->route_cached(b.keys(), b.args(), types, n, values, found, answer_keys, out, &t);
+      } else if (device_keys || peers_on() == 0) {
+        routed = gpu_->route_cached(b.keys(), n, copy_values, found, out, &t);
+      } else {  // cut over the GPUs (gpu_peers.cpp)
+        const std::optional<std::size_t> split = route_cached_split(p, values, found, out, t);
+        if (!split) return false;  // a GPU past the first failed, and is dropped: the usual route
+        routed = *split;
+      }
     } catch (const std::exception&) {
       note_gpu_failure();
       info.gpu_failed = true;
@@ -552,6 +580,17 @@ void index::impl::verify_copies() {
     point_claims_.fold(*cache_, gate_.sequence());
     cache_->drain(*copies_);
     cache_->verify(store_, *copies_);
+    for (auto& peer : peers_) {  // each other GPU's copies too
+      if (peer->off.load()) continue;
+      gpu_copy_target one(*peer->router);
+      try {
+        cache_->verify(store_, one);
+      } catch (const invariant_error&) {
+        throw;
+      } catch (const std::exception& e) {
+        drop_peer(*peer, e.what());
+      }
+    }
   } catch (const invariant_error&) {
     throw;
   } catch (const std::exception& e) {

@@ -110,6 +110,10 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   } else {
     stats_.device = degraded_.load() ? device_ + " [degraded: routing on the CPU]" : device_;
   }
+  for (const auto& peer : peers_) {
+    if (!peer->off.load()) continue;
+    stats_.device += " [gpu " + std::to_string(peer->router->device_ordinal()) + " dropped: " + peer->why + "]";
+  }
 }
 
 tandem::stats index::impl::snapshot() const {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tandem {
 
@@ -83,6 +84,18 @@ struct config {
   /// stats().device says why. stats().device names the ordinal in use
   /// ("gpu 1: NVIDIA H200 ..."). Range: [0, 1023].
   int gpu_device = 0;
+  /// Several GPUs of the host for one index (empty: gpu_device alone). The
+  /// first is the index's GPU as gpu_device would be (gpu_device is not
+  /// read); each of the others holds the inner levels and, with the leaf
+  /// cache, the same leaf copies (config.gpu_cache_bytes on each), and a
+  /// batch of gets that the copies take is cut by position, each GPU
+  /// answering its part from its own memory over its own link. Other
+  /// batches route on the first. A GPU the others run without fails, or
+  /// one this process does not see: with device = gpu the constructor
+  /// throws naming it; with automatic the index goes on without it and
+  /// stats().device says why. Range: at most 16 ordinals, each in
+  /// [0, 1023], none twice.
+  std::vector<int> gpu_devices;
   /// Batches with fewer ops than this route on the CPU only. Range: any;
   /// 0 and 1 let every batch use the GPU.
   std::size_t min_gpu_batch = 1u << 14;

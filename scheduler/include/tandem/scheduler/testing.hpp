@@ -13,6 +13,10 @@ struct index_access {
   /// Makes the next `count` GPU calls of the index that reach `s` fail with
   /// a CUDA error. Returns false when the index routes without a GPU.
   static bool inject_gpu_fault(tandem::index& idx, device::stage s, int count = 1);
+  /// As inject_gpu_fault, on the index's GPU `gpu` past its first (1: the
+  /// next of config.gpu_devices that it holds). Returns false when it
+  /// holds no such GPU.
+  static bool inject_gpu_fault(tandem::index& idx, std::size_t gpu, device::stage s, int count = 1);
 
   /// Makes the n-th counted allocation from now on throw std::bad_alloc
   /// (n >= 1), once; 0 disarms. Counted: room for new leaves (splits, load),
