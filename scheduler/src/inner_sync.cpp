@@ -72,12 +72,14 @@ void index::impl::open_gpu() {
       options.chunk = std::size_t{1} << 19;
       while (options.chunk > (std::size_t{1} << 12) && options.chunk * 47 > cfg_.max_gpu_bytes / 8) options.chunk /= 2;
       options.calibration_keys = std::max<std::size_t>(options.chunk, 1024);
-    }
-    // Over several GPUs each takes a part of a batch: chunks shrink with the
-    // parts, so that each part still goes up, is answered and comes down in
-    // as many overlapping chunks as a whole batch on one GPU.
-    if (cfg_.gpu_devices.size() > 1) {
-      options.chunk = std::max<std::size_t>(options.chunk / cfg_.gpu_devices.size(), std::size_t{1} << 12);
+    } else {
+      // Chunks of 2^21 keys: a batch's first chunk goes up and its last
+      // one's answers come down beside no other work of the batch, so a
+      // 2^24-key batch in 8 chunks keeps the link and the GPU busier than in
+      // 4. Over more than two GPUs each takes a smaller part of a batch, and
+      // chunks shrink with the parts.
+      options.chunk = std::max<std::size_t>((std::size_t{1} << 22) / std::max<std::size_t>(2, cfg_.gpu_devices.size()),
+                                            std::size_t{1} << 12);
     }
     gpu_ = std::make_unique<device::gpu_router>(options);
     device_ = "gpu " + std::to_string(ordinal) + ": " + gpu_->name();
