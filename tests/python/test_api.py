@@ -127,10 +127,19 @@ def test_python_ints_past_int64_and_past_uint64(idx):
 # ---- config values out of range -----------------------------------------------------
 
 @pytest.mark.parametrize("field, value", [("threads", -1), ("threads", 5000), ("fanout", 7),
-                                          ("leaf_fill", 5.0), ("gpu_device", -1), ("max_gpu_bytes", -1)])
+                                          ("leaf_fill", 5.0), ("gpu_device", -1), ("max_gpu_bytes", -1),
+                                          ("gpu_devices", [0, 0]), ("gpu_devices", [2000])])
 def test_a_config_value_out_of_range_is_a_value_error_naming_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         tandem.Index(**{field: value})
+
+
+def test_gpu_devices_takes_a_list_of_ordinals():
+    with pytest.raises(TypeError, match="gpu_devices"):
+        tandem.Index(gpu_devices="0,1")
+    with tandem.Index(gpu_devices=[0, 1], device="cpu", threads=2) as idx:  # a CPU index opens no GPU
+        idx.put(0, 1)
+        assert idx.get(0) == 1 and idx.stats()["device"] == "cpu (config.device = cpu)"
 
 
 # ---- ordered iteration, fetched in pieces --------------------------------------------
