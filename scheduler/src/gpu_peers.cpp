@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <new>
 #include <string>
 
 namespace tandem {
@@ -54,9 +55,12 @@ void index::impl::open_peers(const device::router_options& first, const device::
   }
 }
 
-void index::impl::drop_peer(scheduler::peer_gpu& peer, const char* what) {
+void index::impl::drop_peer(scheduler::peer_gpu& peer, const char* what) noexcept {
   if (peer.off.load()) return;
-  peer.why = what;
+  try {
+    peer.why = what;
+  } catch (const std::bad_alloc&) {  // dropped all the same, without the reason
+  }
   peer.off.store(true);
   ++gpu_failures_;
 }
@@ -73,6 +77,7 @@ std::size_t index::impl::peers_on() const noexcept {
 }
 
 void index::impl::for_each_peer(const std::function<void(device::gpu_router&)>& call) {
+  if (peers_.empty()) return;
   for (auto& peer : peers_) {
     if (peer->off.load()) continue;
     try {
@@ -86,7 +91,7 @@ void index::impl::for_each_peer(const std::function<void(device::gpu_router&)>& 
 
 std::optional<std::size_t> index::impl::route_cached_split(prepared& p, value_type* values, std::uint8_t* found,
                                                            routed_batch_view& out, device::route_timing& sum) {
-  constexpr std::size_t most = 17;  // the first GPU and at most 16 others (config::validate)
+  constexpr std::size_t most = 16;  // config::validate: at most 16 GPUs
   std::array<device::gpu_router*, most> gpus{};
   std::array<scheduler::peer_gpu*, most> peer_of{};
   std::size_t k = 0;
@@ -118,19 +123,25 @@ std::optional<std::size_t> index::impl::route_cached_split(prepared& p, value_ty
     bases[i] = static_cast<std::uint32_t>(at);
     routed[i] = gpus[i]->route_cached(keys + at, len, values ? values + at : nullptr, found + at, v, &t[i]);
   };
-  for (std::size_t i = 1; i < k; ++i) peer_of[i]->thread->start([&part, i] { part(i); });
+  // Every part started is waited for before this frame (which they use)
+  // is left, whatever throws.
+  std::size_t started = 1;
   std::exception_ptr first_failed;
   try {
+    for (; started < k; ++started) peer_of[started]->thread->start([&part, i = started] { part(i); });
     part(0);
   } catch (...) {
     first_failed = std::current_exception();
   }
   bool peer_failed = false;
-  for (std::size_t i = 1; i < k; ++i) {
+  for (std::size_t i = 1; i < started; ++i) {
     try {
       peer_of[i]->thread->wait();
     } catch (const std::exception& e) {
       drop_peer(*peer_of[i], e.what());
+      peer_failed = true;
+    } catch (...) {
+      drop_peer(*peer_of[i], "an exception of an unknown type");
       peer_failed = true;
     }
   }

@@ -239,7 +239,7 @@ class index::impl {
 
   // gpu_peers.cpp, the GPUs past the first (config.gpu_devices; each function says what it does there):
   void open_peers(const device::router_options& first, const device::device_report& devices);
-  void drop_peer(scheduler::peer_gpu& peer, const char* what);
+  void drop_peer(scheduler::peer_gpu& peer, const char* what) noexcept;
   std::size_t peers_on() const noexcept;
   void for_each_peer(const std::function<void(device::gpu_router&)>& call);
   std::optional<std::size_t> route_cached_split(prepared& p, value_type* values, std::uint8_t* found,

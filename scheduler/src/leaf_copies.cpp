@@ -23,33 +23,6 @@
 namespace tandem {
 namespace {
 
-/// The copies in the GPU's memory, through the router; with `peers`
-/// (config.gpu_devices), the same copies on each of the others, where a
-/// failure drops that GPU alone.
-class gpu_copy_target final : public host::copy_target {
- public:
-  using each_peer = std::function<void(const std::function<void(device::gpu_router&)>&)>;
-  explicit gpu_copy_target(device::gpu_router& g, each_peer peers = nullptr) : g_(g), peers_(std::move(peers)) {}
-  void reserve(std::size_t entries) override {
-    g_.reserve_copies(entries);
-    if (peers_) peers_([&](device::gpu_router& g) { g.reserve_copies(entries); });
-  }
-  void apply(const copy_changes& c) override {
-    g_.apply_copies(c);
-    if (peers_) peers_([&](device::gpu_router& g) { g.apply_copies(c); });
-  }
-  void take_hits(std::vector<std::uint32_t>& hits) override {
-    g_.take_copy_hits(hits);
-    if (peers_) peers_([&](device::gpu_router& g) { g.take_copy_hits(hits); });
-  }
-  [[nodiscard]] std::size_t bytes() const noexcept override { return g_.copy_bytes(); }
-  void read(std::vector<leaf_copy>& table, std::vector<entry>& pool) override { g_.read_copies(table, pool); }
-
- private:
-  device::gpu_router& g_;
-  each_peer peers_;
-};
-
 /// Per mille of a batch's lookups that current copies must hold for the
 /// next batch to look in them: below it the usual route was faster (at
 /// 50% held, zipf, 0.88x; docs/performance.md, "The leaf cache").
@@ -186,7 +159,6 @@ void index::impl::open_cache() {
       bytes = std::min(asked, cfg_.max_gpu_bytes / 2);  // the rest to the layout and routes
     } else if (asked == gpu_cache_auto) {
       const device::device_report r = device::query_devices();
-      bytes = 0;
       bytes = ~std::size_t{0};  // half the free memory of the GPU with the least
       for (const device::device_info& d : r.devices) {
         const bool ours = d.ordinal == gpu_->device_ordinal() ||
@@ -196,9 +168,9 @@ void index::impl::open_cache() {
       }
       if (bytes == ~std::size_t{0}) bytes = 0;
     }
-    gpu_copy_target::each_peer each;
+    scheduler::gpu_copy_target::each_peer each;
     if (!peers_.empty()) each = [this](const std::function<void(device::gpu_router&)>& call) { for_each_peer(call); };
-    copies_ = std::make_unique<gpu_copy_target>(*gpu_, std::move(each));
+    copies_ = std::make_unique<scheduler::gpu_copy_target>(*gpu_, std::move(each));
   } else {
     if (asked == gpu_cache_auto) return;
     auto standin = std::make_unique<host::host_copies>();
@@ -227,11 +199,14 @@ bool index::impl::route_from_copies(prepared& p, double share) {
   // Gets alone, (config.gpu_cache_writes) point ops with writes, or gets
   // and lower_bounds (sorted and judged whole: with_types). Scans, counts,
   // and lower_bounds beside writes take the usual route; on the GPU so do
-  // batches where writes are more than a quarter of the ops.
+  // batches where writes are more than a quarter of the ops, and, over
+  // several GPUs, every batch with writes: the puts would go into the first
+  // GPU's copies alone (a GPU past the first is never dropped back in, so
+  // none seen now means none later).
   const bool with_types = !p.gets_only;
   const std::size_t writes = ops(op_type::put) + ops(op_type::insert) + ops(op_type::erase);
-  const bool takes_writes =
-      cfg_.gpu_cache_writes && gets + writes == p.n && (!gpu_ || writes * 4 <= p.n);
+  const bool takes_writes = cfg_.gpu_cache_writes && gets + writes == p.n &&
+                            (!gpu_ || (writes * 4 <= p.n && peers_on() == 0));
   const bool takes_lower_bounds = gets + ops(op_type::lower_bound) == p.n;
   if (with_types && !takes_writes && !takes_lower_bounds) return false;
   const std::size_t lookups = gets + ops(op_type::lower_bound);
@@ -273,7 +248,8 @@ bool index::impl::route_from_copies(prepared& p, double share) {
       fail_copies(e.what());
       return false;
     }
-    if (cfg_.gpu_leaf_hints && !guides_dropped_.load() && n < host::dense_gets * on_gpu->leaf_count()) {
+    const bool split = !with_types && !device_keys && peers_on() > 0;  // cut over the GPUs (gpu_peers.cpp)
+    if (cfg_.gpu_leaf_hints && !guides_dropped_.load() && n < host::dense_gets * on_gpu->leaf_count() && !split) {
       out.hints = sp.final_route.hints.get(n);
     }
     const auto t0 = clock_type::now();
@@ -284,13 +260,16 @@ bool index::impl::route_from_copies(prepared& p, double share) {
       value_type* const copy_values = device_keys && p.j->values_out == nullptr ? nullptr : values;
       if (with_types) {
         routed = gpu_->route_cached(b.keys(), b.args(), types, n, values, found, answer_keys, out, &t);
-      } else if (device_keys || peers_on() == 0) {
+      } else if (!split) {
         routed = gpu_->route_cached(b.keys(), n, copy_values, found, out, &t);
-      } else {  // cut over the GPUs (gpu_peers.cpp)
-        const std::optional<std::size_t> split = route_cached_split(p, values, found, out, t);
-        if (!split) return false;  // a GPU past the first failed, and is dropped: the usual route
-        routed = *split;
+      } else {
+        const std::optional<std::size_t> parts = route_cached_split(p, values, found, out, t);
+        if (!parts) return false;  // a GPU past the first failed, and is dropped: the usual route
+        routed = *parts;
       }
+    } catch (const std::bad_alloc&) {  // host memory, not the GPU: the usual route, nothing counted
+      if (with_types) cache_->clear();
+      return false;
     } catch (const std::exception&) {
       note_gpu_failure();
       info.gpu_failed = true;
@@ -582,7 +561,7 @@ void index::impl::verify_copies() {
     cache_->verify(store_, *copies_);
     for (auto& peer : peers_) {  // each other GPU's copies too
       if (peer->off.load()) continue;
-      gpu_copy_target one(*peer->router);
+      scheduler::gpu_copy_target one(*peer->router);
       try {
         cache_->verify(store_, one);
       } catch (const invariant_error&) {
@@ -591,6 +570,7 @@ void index::impl::verify_copies() {
         drop_peer(*peer, e.what());
       }
     }
+    use_gpu_device();  // the first GPU current again on this thread
   } catch (const invariant_error&) {
     throw;
   } catch (const std::exception& e) {

@@ -4,8 +4,9 @@
 // with automatic. With two GPUs or more (tests named *Gpu*: they skip with
 // fewer, saying how many were found) batches of gets are cut over the GPUs
 // and answered from each one's leaf copies, against a std::map model with
-// the edge keys, writes that split and merge leaves in between, loads and
-// compactions, and verify() checking every GPU's copies; a GPU past the
+// the edge keys, writes that split and merge leaves in between (with
+// gpu_cache_writes too), loads and compactions, and verify() checking every
+// GPU's copies; a GPU past the
 // first that fails is dropped and its share answered by the others, with
 // no answer lost or wrong.
 #include <tandem/device/device_query.hpp>
@@ -138,18 +139,28 @@ TEST(GpuDevices, GetsCutOverTwoGpusMatchTheModel) {
   for (const key_pattern pattern : {key_pattern::uniform, key_pattern::clustered, key_pattern::edges}) {
     for (std::uint64_t seed = 1; seed <= 3; ++seed) {
       SCOPED_TRACE(::testing::Message() << "pattern " << test::name(pattern) << " seed " << seed);
-      tandem::index idx(pair_config());
+      config c = pair_config();
+      c.gpu_cache_writes = seed == 2;  // batches with puts then take the first GPU's usual route
+      tandem::index idx(c);
       const std::string where = idx.stats().device;
       ASSERT_NE(where.find("; gpu 1: "), std::string::npos) << where;
       test::index_model model;
       test::key_source keys(pattern, 60'000, seed);
       auto& rng = keys.rng();
       model.load(idx, keys.pairs(30'000));
+      test::batch_mix points;
+      points.get = 80;
+      points.put = 14;
+      points.insert = 3;
+      points.erase = 3;
+      points.lower_bound = points.scan = points.count = 0;
       for (std::size_t b = 0; b < 40; ++b) {
         const std::string at = "batch " + std::to_string(b);
         batch bt;
         if (b % 4 == 3) {
           bt = test::random_batch(keys, 1 + rng() % 20'000);  // writes, scans, counts: the first GPU
+        } else if (b % 8 == 2) {
+          bt = test::random_batch(keys, 1 + rng() % 20'000, points);  // a fifth writes, puts of cached keys
         } else {
           bt = gets(keys, 1 + rng() % 40'000);  // includes batches of one get: a part may be empty
           if (b % 8 == 1) bt.get(min_key).get(max_key);

@@ -86,14 +86,16 @@ struct config {
   int gpu_device = 0;
   /// Several GPUs of the host for one index (empty: gpu_device alone). The
   /// first is the index's GPU as gpu_device would be (gpu_device is not
-  /// read); each of the others holds the inner levels and, with the leaf
-  /// cache, the same leaf copies (config.gpu_cache_bytes on each), and a
-  /// batch of gets that the copies take is cut by position, each GPU
+  /// read; a first GPU that is missing is handled as gpu_device's); each of
+  /// the others holds the inner levels and, with the leaf cache, the same
+  /// leaf copies (config.gpu_cache_bytes on each), and a batch of gets
+  /// from host arrays that the copies take is cut by position, each GPU
   /// answering its part from its own memory over its own link. Other
-  /// batches route on the first. A GPU the others run without fails, or
-  /// one this process does not see: with device = gpu the constructor
-  /// throws naming it; with automatic the index goes on without it and
-  /// stats().device says why. Range: at most 16 ordinals, each in
+  /// batches (writes, with gpu_cache_writes too; device columns) route on
+  /// the first. Another GPU that this process does not see or cannot open:
+  /// with device = gpu the constructor throws naming its place in the list;
+  /// with automatic it is left out and stats().device says so. One that
+  /// fails later is dropped. Range: at most 16 ordinals, each in
   /// [0, 1023], none twice.
   std::vector<int> gpu_devices;
   /// Batches with fewer ops than this route on the CPU only. Range: any;

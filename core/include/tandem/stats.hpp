@@ -159,6 +159,8 @@ struct stats {
   /// one is re-synced), the leaf guides and the GPU's grow-only route and
   /// scatter arrays, sized by the largest batch so far (under
   /// config.max_gpu_bytes, by what the budget leaves). 0 without a GPU.
+  /// With config.gpu_devices, the first GPU's (each other one holds about
+  /// as much).
   std::size_t gpu_bytes = 0;
   /// config.max_gpu_bytes (0: no bound); gpu_bytes stays at or below it.
   std::size_t gpu_budget_bytes = 0;
@@ -211,7 +213,7 @@ struct stats {
   /// failed: ...)" after a failed copy to the GPU (GPU routing goes on
   /// without them).
   std::string cache = "off";
-  std::size_t cache_bytes = 0;           ///< memory the copies hold (in gpu_bytes when on the GPU)
+  std::size_t cache_bytes = 0;           ///< memory the copies hold (in gpu_bytes when on the GPU; one GPU's)
   std::size_t cache_capacity_bytes = 0;  ///< bytes of the slots: at most this much of leaves is copied
   std::uint64_t cache_slots = 0;         ///< leaves the copies can hold at once
   std::uint64_t cached_leaves = 0;       ///< leaves whose copy is current
