@@ -46,9 +46,6 @@ enum class copy_answer : std::uint8_t {
 /// No entry (copy_find).
 inline constexpr std::uint64_t no_copy_entry = ~std::uint64_t{0};
 
-/// @brief Where `key` is in the copy `c`: its pool index, or no_copy_entry
-///        (no usable copy speaks for the key, or the leaf holds no such
-///        key; `speaks` says which).
 /// @return the first of the copy's entries with a key >= `key` (count: none).
 TANDEM_HD inline std::uint32_t copy_lower_bound(const leaf_copy& c, const entry* pool, key_type key) noexcept {
   const entry* e = pool + c.offset;
@@ -63,6 +60,9 @@ TANDEM_HD inline std::uint32_t copy_lower_bound(const leaf_copy& c, const entry*
   return lo;
 }
 
+/// @brief Where `key` is in the copy `c`: its pool index, or no_copy_entry
+///        (no usable copy speaks for the key, or the leaf holds no such
+///        key; `speaks` says which).
 TANDEM_HD inline std::uint64_t copy_find(const leaf_copy& c, const entry* pool, key_type key, bool* speaks) noexcept {
   *speaks = c.usable != 0 && key >= c.low && key <= c.high;
   if (!*speaks) return no_copy_entry;
