@@ -30,13 +30,6 @@ namespace {
 using namespace tandem;
 using test::key_pattern;
 
-/// An ordinal past every GPU this process sees.
-int missing_ordinal(const device::device_report& r) {
-  int last = -1;
-  for (const device::device_info& d : r.devices) last = std::max(last, d.ordinal);
-  return last + 3;
-}
-
 /// What the error and stats().device say about the GPUs found.
 std::string found_text(const device::device_report& r) {
   if (r.devices.empty()) return "found no GPU";
@@ -95,7 +88,7 @@ TEST(DeviceOrdinal, OutOfRangeIsRefusedNamingTheField) {
 
 TEST(DeviceOrdinal, MissingOrdinalWithDeviceGpuThrowsNamingTheOrdinalAndTheGpusFound) {
   const device::device_report report = device::query_devices();
-  const int ordinal = missing_ordinal(report);
+  const int ordinal = test::missing_ordinal(report);
   try {
     tandem::index idx(gpu_config(ordinal));
     ADD_FAILURE() << "an index was built on missing GPU " << ordinal;
@@ -112,7 +105,7 @@ TEST(DeviceOrdinal, MissingOrdinalWithAutomaticRoutesOnTheCpuAndAnswersRight) {
   const device::device_report report = device::query_devices();
   config c;
   c.device = device_kind::automatic;
-  c.gpu_device = missing_ordinal(report);
+  c.gpu_device = test::missing_ordinal(report);
   c.min_gpu_batch = 1;
   c.threads = 4;
   tandem::index idx(c);

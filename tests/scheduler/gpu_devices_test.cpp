@@ -29,12 +29,6 @@ namespace {
 using namespace tandem;
 using test::key_pattern;
 
-int missing_ordinal(const device::device_report& r) {
-  int last = -1;
-  for (const device::device_info& d : r.devices) last = std::max(last, d.ordinal);
-  return last + 3;
-}
-
 std::string refusal(const config& c) {
   try {
     c.validate();
@@ -65,7 +59,7 @@ TEST(DeviceOrdinalList, OutOfRangeRepeatedOrTooLongIsRefusedNamingTheField) {
 
 TEST(DeviceOrdinalList, MissingGpuIsRefusedWithDeviceGpuAndLeftOutWithAutomatic) {
   const device::device_report report = device::query_devices();
-  const int missing = missing_ordinal(report);
+  const int missing = test::missing_ordinal(report);
   config c;
   c.threads = 2;
   c.device = device_kind::gpu;

@@ -17,6 +17,13 @@ inline bool have_gpu(std::string& why) {
   return !report.devices.empty();
 }
 
+/// @return an ordinal past every GPU of `r` (none has it).
+inline int missing_ordinal(const device::device_report& r) {
+  int last = -1;
+  for (const device::device_info& d : r.devices) last = last > d.ordinal ? last : d.ordinal;
+  return last + 3;
+}
+
 }  // namespace tandem::test
 
 #define TANDEM_REQUIRE_GPU()                                                              \
