@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <new>
+#include <utility>
 
 namespace tandem {
 
@@ -104,7 +105,32 @@ void index::impl::dispatch() {
     if (pending == &slots_[next_slot_]) deliver_pending();
     return take_slot(j);
   };
+  // A large batch queued behind the one being routed is validated on this
+  // thread while it waits for that route: validation then stays off the
+  // look-ahead thread, which routes batch after batch when their leaf
+  // phases take no time (gets answered from leaf copies).
+  prepared* early = nullptr;
+  auto validate_early = [&]() -> prepared* {
+    job* j = take_next();
+    if (!j) return nullptr;
+    if (j->type != job::kind::batch || foldable(*j) || is_small(*j)) {
+      held_.push_front(j);  // taken up in its turn, the usual way
+      return nullptr;
+    }
+    prepared* p = take(j);
+    try {
+      run_in_arena([&] { validate(*p); });
+    } catch (...) {
+      p->failure = std::current_exception();
+    }
+    p->validated = true;
+    return p;
+  };
   for (;;) {
+    if (!ready && early) {
+      ready = std::exchange(early, nullptr);
+      prepare(*ready);
+    }
     if (!ready) {
       job* j = take_next();
       if (!j) {
@@ -159,7 +185,10 @@ void index::impl::dispatch() {
     // this one runs its leaf phase; a small one on this thread afterwards.
     prepared* next = nullptr;
     bool next_small = false;
-    if (job* j2 = take_next()) {
+    if (early) {
+      next = std::exchange(early, nullptr);
+      lookahead_->start([this, next] { prepare(*next); });
+    } else if (job* j2 = take_next()) {
       if (j2->type == job::kind::batch) {
         j2 = gather(j2);
         next = take(j2);
@@ -217,6 +246,7 @@ void index::impl::dispatch() {
         const serial_scope serial(true);
         prepare(*next);
       } else {
+        early = validate_early();
         lookahead_->wait();  // prepare() keeps its exceptions in next->failure
       }
       ready = next;
@@ -240,10 +270,11 @@ void index::impl::run(job* j) {
 }
 
 void index::impl::prepare(prepared& p) {
+  if (p.failure) return;  // validate_early (dispatch) failed
   try {
     p.version = layout_snapshot();
     run_in_arena([&] {
-      validate(p);
+      if (!p.validated) validate(p);
       gather_log_ops(p);
     });
     p.direct = p.gets_only && p.n != 0 && p.n <= cfg_.direct_get_ops &&

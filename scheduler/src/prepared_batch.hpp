@@ -154,6 +154,7 @@ struct prepared {
   scheduler::reader_gate::slot* batch_read = nullptr;  // answered directly: its reader_gate::begin_batch_read
   bool patched_copies = false;  // its route wrote puts into copies that stay usable
   bool gets_only = false;
+  bool validated = false;  // validate() ran ahead of prepare() (dispatch.cpp)
   bool direct = false;  // gets answered directly, not routed (config.direct_get_ops)
   stage_times times;
   stage_bytes bytes;
@@ -191,6 +192,7 @@ struct prepared {
     batch_read = nullptr;
     patched_copies = false;
     gets_only = false;
+    validated = false;
     direct = false;
     times = {};
     bytes = {};

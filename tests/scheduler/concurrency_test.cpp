@@ -382,4 +382,50 @@ TEST(GroupCommit, ResultsOutliveTheirSiblingsAndTheIndex) {
   }
 }
 
+// A large batch queued behind the one being routed is validated on the
+// dispatcher while that route runs (dispatch.cpp). A callback holds the
+// dispatcher until eight batches of 200 .. 2200 ops (writes, range ops, a
+// tenth of them invalid, edge keys) are queued, so each is validated ahead;
+// every answer equals the model in queue order and each invalid op says why.
+TEST(Pipeline, BatchesValidatedAheadAnswerInQueueOrder) {
+  for (const std::uint64_t seed : {1u, 2u, 3u, 4u}) {
+    config cfg;
+    cfg.threads = 2;
+    cfg.group_commit_ops = 0;  // none folded: each is a large batch of its own
+    cfg.direct_get_ops = 0;    // every batch routed
+    tandem::index idx(cfg);
+    test::key_source keys(test::key_pattern::narrow, 50'000, seed);
+    test::index_model model;
+    std::vector<entry> initial = keys.pairs(20'000);
+    initial.push_back({min_key, 1});
+    initial.push_back({max_key, 2});
+    model.load(idx, initial);
+    test::batch_mix mix;
+    mix.invalid_per_mille = 100;
+    std::promise<void> all_queued;
+    std::shared_future<void> queued = all_queued.get_future().share();
+    const batch first = test::random_batch(keys, 300, mix);
+    std::promise<batch_result> first_result;
+    idx.submit(first, [&, queued](batch_result r, std::exception_ptr) {
+      queued.wait();  // the others pile up in the queue meanwhile
+      first_result.set_value(std::move(r));
+    });
+    std::vector<std::pair<batch, std::future<batch_result>>> pending;
+    for (int i = 0; i < 8; ++i) {
+      batch b = test::random_batch(keys, 200 + keys.rng()() % 2000, mix);
+      b.get(min_key);
+      b.put(max_key, seed + static_cast<std::uint64_t>(i));
+      b.get(max_key);
+      pending.emplace_back(b, idx.submit(b));
+    }
+    all_queued.set_value();
+    test::answered_batches done;
+    done.add(first, first_result.get_future().get());
+    for (auto& [b, f] : pending) done.add(std::move(b), f.get());
+    ASSERT_EQ(done.check_in_sequence(model), 0u) << "seed " << seed;
+    EXPECT_EQ(idx.size(), model.data.size());
+    EXPECT_NO_THROW(idx.verify());
+  }
+}
+
 }  // namespace
