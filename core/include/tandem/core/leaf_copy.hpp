@@ -46,12 +46,38 @@ enum class copy_answer : std::uint8_t {
 /// No entry (copy_find).
 inline constexpr std::uint64_t no_copy_entry = ~std::uint64_t{0};
 
+/// Entries on either side of a lookup's interpolated guess that its first
+/// step brackets (copy_lower_bound).
+inline constexpr std::uint32_t copy_bracket = 32;
+
 /// @return the first of the copy's entries with a key >= `key` (count: none).
+/// Where `key` lies between the fences gives a guess of its place; the
+/// entries copy_bracket before and after it, read at once, bound the search
+/// to them when they enclose the key (keys spread evenly over the leaf:
+/// 1 + 6 dependent reads instead of 10 for a leaf of 767 entries), else to
+/// the side of them where it lies. Then halving.
 TANDEM_HD inline std::uint32_t copy_lower_bound(const leaf_copy& c, const entry* pool, key_type key) noexcept {
   const entry* e = pool + c.offset;
-  std::uint32_t lo = 0;  // by halving
+  std::uint32_t lo = 0;
   std::uint32_t n = c.count;
-  while (n > 0) {
+  if (n > 4 * copy_bracket && key > c.low && c.high > c.low) {
+    const double at = static_cast<double>(key - c.low) / static_cast<double>(c.high - c.low) * n;
+    const auto g = at < static_cast<double>(n - 1) ? static_cast<std::uint32_t>(at) : n - 1;
+    const std::uint32_t a = g > copy_bracket ? g - copy_bracket : 0;
+    const std::uint32_t b = g + copy_bracket < n - 1 ? g + copy_bracket : n - 1;
+    const key_type ka = e[a].key;
+    const key_type kb = e[b].key;
+    if (ka >= key) {  // at or before a
+      n = a;
+    } else if (kb >= key) {  // in (a, b]
+      lo = a + 1;
+      n = b - a;
+    } else {  // past b
+      lo = b + 1;
+      n = n - b - 1;
+    }
+  }
+  while (n > 0) {  // by halving
     const std::uint32_t half = n / 2;
     const bool right = e[lo + half].key < key;
     lo = right ? lo + half + 1 : lo;
