@@ -73,7 +73,9 @@ void print_run_summary(const options& opt, const run_setup& s, const run_outcome
                 bytes_text(static_cast<double>(t.after.gpu_budget_bytes)).c_str(), percent(t.after.gpu_budget_bytes),
                 bytes_text(static_cast<double>(t.after.gpu_bytes)).c_str(),
                 static_cast<unsigned long long>(t.after.gpu_route_keys),
-                t.after.guides_dropped ? ", leaf guides dropped" : "");
+                t.after.guides_dropped   ? ", leaf guides dropped"
+                : t.after.guides_compact ? ", compact leaf guides"
+                                         : "");
   }
 }
 

@@ -420,7 +420,34 @@ std::size_t gpu_router::state::run_route(const detail::version_buffer& vb, const
     a.nodes_out = r.nodes.data();
     a.ordinals = r.ordinals.data();
     launch_descent(vb, m, a, main_stream, 0, m.height, m.groups);
-    if (want_hints) {
+    if (want_hints && guides_compact) {
+      inner_layout_view v;
+      v.key_region = vb.key_region.data();
+      v.child_prefix = vb.child_prefix.data();
+      v.node_count = m.node_count;
+      v.leaf_count = m.leaf_count;
+      v.fanout = m.fanout;
+      v.height = m.height;
+      const auto blocks = detail::shuffle_blocks(rows);
+      constexpr auto threads = detail::shuffle_block_threads;
+      const compact_guide* g = compact_guides.data();
+      leaf_hint* h = r.hints.data();
+      switch (m.fanout) {
+        case 16:
+          detail::compact_hint_kernel<16><<<blocks, threads, 0, main_stream>>>(routed_keys, rows, v, vb.leaf_ids.data(),
+                                                                               g, guide_count, h);
+          break;
+        case 32:
+          detail::compact_hint_kernel<32><<<blocks, threads, 0, main_stream>>>(routed_keys, rows, v, vb.leaf_ids.data(),
+                                                                               g, guide_count, h);
+          break;
+        default:
+          detail::compact_hint_kernel<64><<<blocks, threads, 0, main_stream>>>(routed_keys, rows, v, vb.leaf_ids.data(),
+                                                                               g, guide_count, h);
+          break;
+      }
+      TANDEM_CUDA_TRY(cudaGetLastError());
+    } else if (want_hints) {
       detail::hint_kernel<<<detail::shuffle_blocks(rows), detail::shuffle_block_threads, 0, main_stream>>>(
           routed_keys, r.ordinals.data(), rows, vb.leaf_ids.data(), m.leaf_count, guides.data(), guide_count,
           r.hints.data());

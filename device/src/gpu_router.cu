@@ -513,23 +513,39 @@ void gpu_router::inject_fault(stage s, int count) {
   state_->faults[static_cast<std::size_t>(s)].store(count > 0 ? count : 0);
 }
 
-void gpu_router::upload_guides(const leaf_guide* guides, std::size_t count) {
-  state& s = *state_;
-  const detail::account_scope scope(s.account);
-  std::lock_guard<std::mutex> route_lock(s.route_mutex);
-  s.set_device();
-  s.guide_count = 0;  // none until the copy is complete
+template <class Guide>
+void gpu_router::state::replace_guides(detail::device_array<Guide>& into, const Guide* host, std::size_t count,
+                                       bool compact) {
+  const detail::account_scope scope(account);
+  std::lock_guard<std::mutex> route_lock(route_mutex);
+  set_device();
+  guide_count = 0;  // none until the copy is complete
   if (count == 0) {
-    s.guides.release();
+    guides.release();
+    compact_guides.release();
     return;
   }
-  if (guides == nullptr) throw std::invalid_argument("gpu_router::upload_guides: null guides for " +
-                                                     std::to_string(count) + " leaves");
-  s.guides.reserve(count, 25);
-  const cudaStream_t stream = s.route.lanes[0]->stream.get();
-  TANDEM_CUDA_TRY(cudaMemcpyAsync(s.guides.data(), guides, count * sizeof(leaf_guide), cudaMemcpyHostToDevice, stream));
+  if (host == nullptr) throw std::invalid_argument("gpu_router: null leaf guides for " + std::to_string(count) +
+                                                   " leaves");
+  if (compact) {
+    guides.release();
+  } else {
+    compact_guides.release();
+  }
+  into.reserve(count, compact ? 6 : 25);  // compact guides: under a tight budget (gpu_setup.cpp counts the same)
+  const cudaStream_t stream = route.lanes[0]->stream.get();
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(into.data(), host, count * sizeof(Guide), cudaMemcpyHostToDevice, stream));
   TANDEM_CUDA_TRY(cudaStreamSynchronize(stream));
-  s.guide_count = count;
+  guides_compact = compact;
+  guide_count = count;
+}
+
+void gpu_router::upload_guides(const leaf_guide* guides, std::size_t count) {
+  state_->replace_guides(state_->guides, guides, count, false);
+}
+
+void gpu_router::upload_compact_guides(const compact_guide* guides, std::size_t count) {
+  state_->replace_guides(state_->compact_guides, guides, count, true);
 }
 
 std::size_t gpu_router::guide_count() const {

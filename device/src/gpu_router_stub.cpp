@@ -42,6 +42,7 @@ void gpu_router::set_key_bound(std::size_t, std::size_t) { no_cuda(); }
 std::size_t gpu_router::batch_bytes(std::size_t, std::size_t, bool) const { no_cuda(); }
 std::size_t gpu_router::sort_bytes(std::size_t) { no_cuda(); }
 void gpu_router::upload_guides(const leaf_guide*, std::size_t) { no_cuda(); }
+void gpu_router::upload_compact_guides(const compact_guide*, std::size_t) { no_cuda(); }
 std::size_t gpu_router::guide_count() const { no_cuda(); }
 void gpu_router::scatter(const std::uint32_t*, const value_type*, const std::uint8_t*, std::size_t, value_type*,
                          std::uint8_t*, scatter_timing*) {

@@ -206,7 +206,7 @@ void stream_gets(const leaf_store& store, const leaf_phase_input& in, std::size_
 /// header line is read. A get whose hinted block does not hold its key (an
 /// absent key, a stale hint) is looked up from its leaf as stream_gets
 /// does, at once. Counts into `t` (stale: a hint missing, or the key found
-/// elsewhere).
+/// elsewhere; an unsure hint of a compact guide is neither).
 void stream_hinted_gets(const leaf_store& store, const leaf_phase_input& in, std::size_t g_begin, std::size_t g_end,
                         const sorted_answers& out, hint_counts& t) {
   const routed_batch_view& rt = *in.routes;
@@ -228,7 +228,7 @@ void stream_hinted_gets(const leaf_store& store, const leaf_phase_input& in, std
     const leaf_id id = store.walk_right(p.id, keys[i]);
     const bpa& data = store[id].data;
     data.finish_get(data.start_get(keys[i]), keys[i], out.values + i, out.found + i);
-    t.stale += out.found[i] | (p.slot.block < 0);
+    t.stale += (out.found[i] | (p.slot.block == -1)) & (p.slot.block != -2);  // -2: unsure, neither
   };
   auto prefetch_leaf = [&](std::size_t g) {
     if (g < g_end) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch_first_line();
@@ -240,7 +240,9 @@ void stream_hinted_gets(const leaf_store& store, const leaf_phase_input& in, std
     const bpa& data = store[id].data;
     for (std::uint32_t i = gb[g], e = gb[g + 1]; i < e; ++i) {
       if (i - read == get_distance) answer(read++);
-      ring[i % get_ring] = {id, data.start_hinted(hints[i])};
+      const bpa::slot s = data.start_hinted(hints[i]);
+      if (s.block == -2) data.prefetch_header();  // unsure: looked up from the leaf's header at its answer
+      ring[i % get_ring] = {id, s};
     }
   }
   for (; read < gb[g_end]; ++read) answer(read);

@@ -41,6 +41,7 @@ nb::dict stats_dict(const tandem::stats& s) {
   TANDEM_FIELD(gpu_budget_bytes);
   TANDEM_FIELD(gpu_route_keys);
   TANDEM_FIELD(guides_dropped);
+  TANDEM_FIELD(guides_compact);
   TANDEM_FIELD(threads);
   TANDEM_FIELD(device);
   TANDEM_FIELD(gpu_share);

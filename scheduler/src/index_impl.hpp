@@ -251,7 +251,7 @@ class index::impl {
   void use_gpu_device() const noexcept;
   void sync_gpu();
   /// config.max_gpu_bytes: from the layout to upload and room for GPU scatters of `scatter` answers, the
-  /// keys a route may take (route_keys_), whether the leaf guides fit (guides_dropped_), the scatter room
+  /// keys a route may take (route_keys_), which leaf guides fit (guide_kind_, guides_dropped_), the scatter room
   /// kept (scatter_keys_: 0 when routes of min_budget_route_keys do not fit beside it) and whether the GPU
   /// fits at all (over_budget_). Dispatcher thread. @return false: it does not
   bool fit_gpu_budget(std::size_t scatter);
@@ -425,6 +425,8 @@ class index::impl {
   static constexpr int range_cooldown_batches = 8;
   std::atomic<int> range_cooldown_{0};
   std::atomic<bool> guides_dropped_{false};  // max_gpu_bytes leaves no room for the leaf guides
+  enum class guide_kind { full, compact, none };  // the leaf guides max_gpu_bytes leaves room for
+  std::atomic<guide_kind> guide_kind_{guide_kind::full};
   std::atomic<bool> over_budget_{false};     // max_gpu_bytes: the GPU is not used
   std::atomic<std::size_t> budget_layout_bytes_{0};  // what the layout's two versions take, for stats().device
   std::atomic<std::size_t> scatter_keys_{0};  // max_gpu_bytes: most answers a GPU scatter takes
@@ -435,6 +437,8 @@ class index::impl {
   /// Routes of at least this many keys must fit beside the leaf guides, or
   /// the guides are dropped (max_gpu_bytes).
   static constexpr std::size_t guide_min_route_keys = std::size_t{1} << 22;
+  /// Compact guides take the place of full ones while routes of this many keys fit beside them.
+  static constexpr std::size_t compact_min_route_keys = std::size_t{1} << 20;
   /// Under max_gpu_bytes, a GPU that cannot take routes of this many keys
   /// beside the layout is not used.
   static constexpr std::size_t min_budget_route_keys = std::size_t{1} << 16;
@@ -448,6 +452,7 @@ class index::impl {
   std::uint64_t merges_before_ = 0;  // merges of the stores loads replaced
   // The GPU's leaf guides (config.gpu_leaf_hints; dispatcher thread).
   scheduler::host_array<leaf_guide> guides_;
+  scheduler::host_array<compact_guide> compact_guides_;  // in their place under a tight max_gpu_bytes
   std::uint64_t guide_refreshes_ = 0;
   /// Batches with hints asked for since the guides were refreshed; a
   /// refresh follows stale hints at most this often.

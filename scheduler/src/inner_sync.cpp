@@ -1,16 +1,14 @@
 // Step 4 of a batch and the jobs that reshape the index (index_impl.hpp):
-// new separators from splits merge into the leaf table, the inner layout is
-// rebuilt on the CPU (linear in the leaves) and uploaded to the GPU's idle
-// buffer; bulk load; the whole-index invariant check; choosing the GPU at
-// construction. Runs on the dispatcher thread, in the arena.
+// new separators from splits merge into the leaf table and the inner layout
+// is rebuilt on the CPU (linear in the leaves); bulk load; the whole-index
+// invariant check (its upload to the GPU: gpu_setup.cpp). Runs on the
+// dispatcher thread, in the arena.
 //
 // Each of them builds the new leaf table and layout aside and then puts
 // them in place with moves that cannot fail, so one that cannot get its
 // memory leaves the table and layout as they were.
 #include "index_impl.hpp"
 
-#include <tandem/device/current_device.hpp>
-#include <tandem/device/device_query.hpp>
 #include <tandem/host/detail/fault_point.hpp>
 #include <tandem/host/sorted_runs.hpp>
 #include <tandem/error.hpp>
@@ -32,184 +30,6 @@
 #include <vector>
 
 namespace tandem {
-
-void index::impl::open_gpu() {
-  route_keys_.store(cfg_.max_gpu_route_keys);
-  if (cfg_.device == device_kind::cpu) {
-    device_ = "cpu (config.device = cpu)";
-    return;
-  }
-  const device::device_report devices = device::query_devices();
-  const int ordinal = cfg_.gpu_devices.empty() ? cfg_.gpu_device : cfg_.gpu_devices[0];
-  const std::string named = cfg_.gpu_devices.empty() ? "config.gpu_device = " : "config.gpu_devices[0] = ";
-  if (devices.devices.empty()) {
-    if (cfg_.device == device_kind::gpu) {
-      throw error("tandem::config.device = gpu, but there is no usable GPU (" + named + std::to_string(ordinal) +
-                  "; found " + device::describe(devices) + ")");
-    }
-    device_ = "cpu (" + device::describe(devices) + ")";
-    return;
-  }
-  if (std::none_of(devices.devices.begin(), devices.devices.end(),
-                   [&](const device::device_info& d) { return d.ordinal == ordinal; })) {
-    // describe() names how many GPUs were found and what they are.
-    const std::string why = named + std::to_string(ordinal) + " names no usable GPU (found " +
-                            device::describe(devices) + ")";
-    if (cfg_.device == device_kind::gpu) throw error("tandem::config.device = gpu, but " + why);
-    device_ = "cpu (" + why + ")";
-    return;
-  }
-  device::router_options options;
-  try {
-    options.device_ordinal = ordinal;
-    options.order = cfg_.gpu_order == gpu_query_order::partial_sort ? device::aggregation::partial
-                    : cfg_.gpu_order == gpu_query_order::none       ? device::aggregation::none
-                                                                    : device::aggregation::full;
-    // Under a memory budget, smaller chunks (their buffers take ~47 bytes a
-    // key) and calibrations leave more of it to routes: chunks of at most
-    // 2^19 keys whose buffers take at most an eighth of the budget.
-    if (cfg_.max_gpu_bytes > 0) {
-      options.chunk = std::size_t{1} << 19;
-      while (options.chunk > (std::size_t{1} << 12) && options.chunk * 47 > cfg_.max_gpu_bytes / 8) options.chunk /= 2;
-      options.calibration_keys = std::max<std::size_t>(options.chunk, 1024);
-    } else {
-      // Chunks of 2^21 keys: a batch's first chunk goes up and its last
-      // one's answers come down beside no other work of the batch, so a
-      // 2^24-key batch in 8 chunks keeps the link and the GPU busier than in
-      // 4. Over several GPUs each takes a part of a batch, and chunks shrink
-      // with the parts (two H200s: routes took 0.226 s a run with chunks of
-      // 2^20 against 0.237 s with 2^21).
-      options.chunk = std::max<std::size_t>((std::size_t{1} << 21) / std::max<std::size_t>(1, cfg_.gpu_devices.size()),
-                                            std::size_t{1} << 12);
-    }
-    gpu_ = std::make_unique<device::gpu_router>(options);
-    device_ = "gpu " + std::to_string(ordinal) + ": " + gpu_->name();
-  } catch (const std::exception& e) {
-    if (cfg_.device == device_kind::gpu) {
-      throw error("tandem::config.device = gpu, but GPU " + std::to_string(ordinal) + " cannot be used: " + e.what());
-    }
-    gpu_.reset();
-    device_ = "cpu (GPU " + std::to_string(ordinal) + " unusable: " + e.what() + ")";
-  }
-  if (gpu_) open_peers(options, devices);
-}
-
-void index::impl::use_gpu_device() const noexcept {
-  if (!gpu_) return;
-  try {
-    device::make_current(gpu_->device_ordinal());
-  } catch (const std::exception&) {  // each GPU call makes it current again, and reports a failure
-  }
-}
-
-bool index::impl::fit_gpu_budget(std::size_t scatter) {
-  const std::size_t budget = cfg_.max_gpu_bytes;
-  if (budget == 0) return true;
-  // Both versions of the mirror (at most the layout's bytes each), with the
-  // upload's headroom (an eighth).
-  const std::size_t mirror = layout_->bytes();
-  // The leaf cache's slots and table (config.gpu_cache_bytes) come first.
-  const std::size_t copies = cache_ && standin_ == nullptr
-                                 ? cache_->counters().capacity_bytes + store_.leaf_count() * 2 * sizeof(leaf_copy)
-                                 : 0;
-  const std::size_t fixed = 2 * (mirror + mirror / 8) + copies;
-  const std::size_t leaves = store_.leaf_count();
-  const std::size_t guides = (leaves + leaves / 4) * sizeof(leaf_guide);
-  // The most keys a route may take beside `held` bytes and scatters of
-  // `answers` (0: not even 1024).
-  auto keys_beside = [&](std::size_t held, std::size_t answers) -> std::size_t {
-    std::size_t lo = 0;
-    std::size_t hi = std::size_t{1} << 32;
-    while (hi - lo > 1024) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      (held + gpu_->batch_bytes(mid, answers, true) <= budget ? lo : hi) = mid;
-    }
-    return lo;
-  };
-  // The guides stay while routes of guide_min_route_keys fit beside them.
-  bool dropped = !cfg_.gpu_leaf_hints || keys_beside(fixed + guides, scatter) < guide_min_route_keys;
-  std::size_t keys = keys_beside(fixed + (dropped ? 0 : guides), scatter);
-  if (keys < scatter_min_route_keys && scatter > 0) {  // the layout grew: give up GPU scatters first
-    scatter = 0;
-    dropped = !cfg_.gpu_leaf_hints || keys_beside(fixed + guides, 0) < guide_min_route_keys;
-    keys = keys_beside(fixed + (dropped ? 0 : guides), 0);
-  }
-  if (cfg_.max_gpu_route_keys > 0) keys = std::min(keys, cfg_.max_gpu_route_keys);
-  const bool fits = keys >= min_budget_route_keys;
-  budget_layout_bytes_.store(fixed);
-  if (scatter_) scatter_->wait();  // no scatter in flight past the new room
-  std::lock_guard<std::mutex> turn(gpu_turn_);  // no route between the bounds and their use
-  if (dropped && cfg_.gpu_leaf_hints && !guides_dropped_.load()) gpu_->upload_guides(nullptr, 0);  // frees them
-  guides_dropped_.store(dropped && cfg_.gpu_leaf_hints);
-  gpu_->set_key_bound(fits ? keys : min_budget_route_keys, fits ? scatter : 0);
-  for_each_peer([&](device::gpu_router& g) { g.set_key_bound(fits ? keys : min_budget_route_keys, 0); });
-  route_keys_.store(fits ? keys : 0);
-  scatter_keys_.store(fits ? scatter : 0);
-  scatter_refused_ = 0;
-  over_budget_.store(!fits);
-  return fits;
-}
-
-bool index::impl::gpu_scatter_fits(std::size_t n) {
-  if (cfg_.max_gpu_bytes == 0) return route_keys_.load() == 0 || n <= route_keys_.load();
-  if (n <= scatter_keys_.load()) return true;
-  if (scatter_refused_ != 0 && n >= scatter_refused_) return false;
-  // Room for the answers of n ops while routes of scatter_min_route_keys
-  // still fit: more key ranges a batch cost less than a host scatter.
-  const std::size_t before = scatter_keys_.load();
-  try {
-    if (fit_gpu_budget(n) && scatter_keys_.load() >= n) return true;
-    fit_gpu_budget(before);
-  } catch (const std::exception&) {  // the batch scatters on the host
-    note_gpu_failure();
-  }
-  scatter_refused_ = n;
-  return false;
-}
-
-void index::impl::sync_gpu() {
-  if (!gpu_ || degraded_.load()) return;
-  try {
-    if (!fit_gpu_budget(scatter_keys_.load())) return;
-    // The router switches versions when the upload completes; a route in
-    // flight must see its ordinals mapped through the version it used, so
-    // uploads and routes on the GPU take turns (see route()).
-    std::lock_guard<std::mutex> turn(gpu_turn_);
-    gpu_->upload(*layout_);
-    for_each_peer([&](device::gpu_router& g) { g.upload(*layout_); });
-    std::lock_guard<std::mutex> lock(layout_mutex_);
-    gpu_layout_ = layout_;
-    group_sizes_.clear();
-    for (int g : gpu_->group_sizes()) group_sizes_ += (group_sizes_.empty() ? "" : ",") + std::to_string(g);
-  } catch (const std::exception&) {
-    note_gpu_failure();
-  }
-}
-
-void index::impl::refresh_guides() {
-  batches_since_guides_ = 0;
-  if (!gpu_ || degraded_.load() || over_budget_.load() || guides_dropped_.load() || !cfg_.gpu_leaf_hints) return;
-  try {
-    const std::size_t count = store_.leaf_count();
-    leaf_guide* g = guides_.get(count);
-    run_in_arena([&] {
-      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count, 4096), [&](const tbb::blocked_range<std::size_t>& r) {
-        for (std::size_t id = r.begin(); id < r.end(); ++id) store_[static_cast<leaf_id>(id)].data.guide(g[id]);
-      });
-    });
-    std::lock_guard<std::mutex> turn(gpu_turn_);
-    gpu_->upload_guides(g, count);
-    ++guide_refreshes_;
-  } catch (const std::bad_alloc&) {  // routes go on without hints
-  } catch (const std::exception&) {
-    note_gpu_failure();
-  }
-}
-
-void index::impl::note_gpu_failure() {
-  ++gpu_failures_;
-  if (++consecutive_failures_ >= cfg_.gpu_failure_limit) degraded_.store(true);
-}
 
 std::shared_ptr<const inner_layout> index::impl::layout_snapshot() const {
   std::lock_guard<std::mutex> lock(layout_mutex_);
@@ -360,6 +180,7 @@ void index::impl::compact() {
     table_ = std::move(t);
     set_layout(std::move(layout));
     guides_.release();  // sized by the old ids
+    compact_guides_.release();
     sync_gpu();
     refresh_guides();
     ++inner_syncs_;

@@ -30,6 +30,7 @@ index::impl::impl(const config& cfg) : cfg_(cfg), queue_(128) {
   if (gpu_) tandem::detail::use_column_source(device::pinned_column_source());
   for (route_space& s : spaces_) s.set_kind(memory_);
   guides_.set_kind(memory_);
+  compact_guides_.set_kind(memory_);
   answers_ = std::make_shared<scheduler::answer_pool>(memory_);
   auto_share_.store(cfg_.gpu_share < 0);
   fixed_share_.store(cfg_.gpu_share < 0 ? 0.0 : cfg_.gpu_share);

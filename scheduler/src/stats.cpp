@@ -75,7 +75,7 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.inner_height = layout_->height();
   stats_.inner_bytes = layout_->bytes();
   stats_.leaf_bytes = store_.leaf_count() * sizeof(host::leaf);
-  stats_.guide_bytes = guides_.capacity() * sizeof(leaf_guide);
+  stats_.guide_bytes = guides_.capacity() * sizeof(leaf_guide) + compact_guides_.capacity() * sizeof(compact_guide);
   stats_.host_bytes = stats_.leaf_bytes + stats_.inner_bytes + layout_->radix_bytes() + stats_.guide_bytes;
   stats_.gpu_bytes = gpu_ ? gpu_->device_bytes() : 0;
   if (cache_) {
@@ -101,6 +101,7 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.gpu_budget_bytes = cfg_.max_gpu_bytes;
   stats_.gpu_route_keys = route_keys_.load();
   stats_.guides_dropped = guides_dropped_.load();
+  stats_.guides_compact = cfg_.gpu_leaf_hints && !guides_dropped_.load() && guide_kind_.load() == guide_kind::compact;
   stats_.threads = threads_;
   if (over_budget_.load()) {
     stats_.device = "cpu (config.max_gpu_bytes = " + std::to_string(cfg_.max_gpu_bytes) +

@@ -1,5 +1,5 @@
 // Leaf guides and hints (core/leaf_guide.hpp): a guide's hints are the
-// BPA's own lookup windows; a lookup from any hint, fresh, stale or
+// BPA's own lookup windows; a compact guide's name the block or are unsure; a lookup from any hint, fresh, stale or
 // garbage, answers only what the BPA holds; the leaf phase answers gets
 // routed with fresh, stale and garbage hints as the model does.
 #include <tandem/batch.hpp>
@@ -14,10 +14,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <memory>
 #include <random>
+#include <set>
 #include <vector>
 
 namespace {
@@ -136,7 +138,7 @@ TYPED_TEST(LeafHintTest, AnyHintAnswersOnlyWhatTheBpaHolds) {
       const key_type k = ks[i];
       const auto it = model.find(k);
       for (std::size_t h = 0; h <= hints; ++h) {
-        const leaf_hint hint = h == hints ? no_hint : static_cast<leaf_hint>(h);
+        const leaf_hint hint = h == hints ? no_hint : h + 1 == hints ? unsure_hint : static_cast<leaf_hint>(h);
         value_type v = 1;
         std::uint8_t f = 2;
         if (b->finish_hinted(b->start_hinted(hint), k, &v, &f)) {
@@ -149,6 +151,109 @@ TYPED_TEST(LeafHintTest, AnyHintAnswersOnlyWhatTheBpaHolds) {
       }
     }
   }
+}
+
+// A compact guide's hints, with fences around the whole key space or tight
+// around the keys: a key the blocks hold is unsure or found at its hint
+// (the hint names its block); every hint answers only what the BPA holds.
+TYPED_TEST(LeafHintTest, CompactHintsNameTheBlockThatHoldsTheKey) {
+  using B = TypeParam;
+  constexpr std::size_t window = std::min<std::size_t>(8, B::block_capacity);
+  constexpr bool guided = B::num_blocks <= guide_blocks && B::block_capacity <= 0xff && (window & (window - 1)) == 0;
+  std::mt19937_64 rng(23);
+  for (auto& [b, model, log_empty] : states<B>(29)) {
+    for (const bool tight : {false, true}) {
+      const key_type low = tight && !model.empty() ? model.begin()->first : min_key;
+      const bool bounded = tight && !model.empty() && model.rbegin()->first < max_key;
+      const key_type next_low = bounded ? model.rbegin()->first + 1 : max_key;
+      compact_guide g;
+      b->fill_compact_guide(g, low, next_low, bounded);
+      if (!guided) {
+        EXPECT_EQ(g.exact & 1, 0u);
+        EXPECT_EQ(compact_hint(g, 42, low, next_low, bounded), no_hint);
+        continue;
+      }
+      ASSERT_EQ(g.block_count, b->block_count());
+      std::set<key_type> unsure_keys;
+      for (key_type k : probes(model, rng)) {
+        if (k < low || (bounded && k >= next_low)) continue;  // outside the leaf
+        const leaf_hint h = compact_hint(g, k, low, next_low, bounded);
+        ASSERT_NE(h, no_hint) << "key " << k;
+        const auto it = model.find(k);
+        if (h == unsure_hint) {
+          if (it != model.end()) unsure_keys.insert(k);
+          ASSERT_EQ(b->start_hinted(h).block, -2);
+          continue;
+        }
+        ASSERT_LT(h / B::block_capacity, b->block_count()) << "key " << k;
+        value_type v = 1;
+        std::uint8_t f = 2;
+        if (b->finish_hinted(b->start_hinted(h), k, &v, &f)) {
+          ASSERT_NE(it, model.end()) << "key " << k;
+          ASSERT_EQ(v, it->second);
+        } else {
+          ASSERT_TRUE(it == model.end() || !log_empty) << "key " << k << " hint " << h;  // only the log's keys
+        }
+      }
+      // Random keys over the whole space are far apart: at most a few share
+      // a place with a key of the block beside them.
+      const auto small = std::distance(model.begin(), model.lower_bound(key_type{1} << 40));
+      const bool spread = model.size() >= 64 && small <= 4;
+      if (spread && B::num_blocks >= 8) {
+        EXPECT_LE(unsure_keys.size() * 8, model.size()) << unsure_keys.size() << " unsure";
+      }
+    }
+  }
+}
+
+// Leaves loaded as at 2^31 keys (768 uniform keys a leaf, a leaf 2^-21.4 of
+// the key space): compact guides hint most keys, at windows that read about
+// as many lines as the full guides' windows.
+TEST(LeafHints, CompactGuidesHintMostKeysOfLoadedLeavesAtTheirWindow) {
+  using B = basic_bpa<32, 32, 32>;
+  std::mt19937_64 rng(31);
+  const key_type width = max_key / 2'800'000;
+  std::size_t keys = 0, unsure = 0, full_lines = 0, compact_lines = 0;
+  for (int leaf = 0; leaf < 300; ++leaf) {
+    const key_type low = width * static_cast<key_type>(rng() % 2'700'000);
+    std::vector<key_type> ks;
+    while (ks.size() < 768) ks.push_back(low + rng() % width);
+    std::sort(ks.begin(), ks.end());
+    ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+    const std::vector<value_type> vs(ks.begin(), ks.end());
+    auto b = std::make_unique<B>();
+    b->assign_sorted(ks.data(), vs.data(), ks.size());
+    leaf_guide full;
+    b->guide(full);
+    compact_guide g;
+    b->fill_compact_guide(g, low, low + width, true);
+    for (const key_type k : ks) {
+      auto lines_from = [&](leaf_hint h) {
+        std::vector<std::uintptr_t> lines;
+        b->hinted_entries(h, k, [&](const auto* e) { lines.push_back(reinterpret_cast<std::uintptr_t>(e) / 64); });
+        std::sort(lines.begin(), lines.end());
+        return static_cast<std::size_t>(std::unique(lines.begin(), lines.end()) - lines.begin());
+      };
+      ++keys;
+      full_lines += lines_from(guide_hint(full, k));
+      const leaf_hint h = compact_hint(g, k, low, low + width, true);
+      if (h == unsure_hint) {
+        ++unsure;
+        continue;
+      }
+      value_type v = 0;
+      std::uint8_t f = 0;
+      ASSERT_TRUE(b->finish_hinted(b->start_hinted(h), k, &v, &f)) << "key " << k;
+      compact_lines += lines_from(h);
+    }
+  }
+  const double unsure_share = static_cast<double>(unsure) / static_cast<double>(keys);
+  const double full_mean = static_cast<double>(full_lines) / static_cast<double>(keys);
+  const double compact_mean = static_cast<double>(compact_lines) / static_cast<double>(keys - unsure);
+  std::printf("compact guides: %.2f%% of %zu keys unsure; block lines a hinted key %.3f (full guides %.3f)\n",
+              100 * unsure_share, keys, compact_mean, full_mean);
+  EXPECT_LT(unsure_share, 0.02);
+  EXPECT_LT(compact_mean, full_mean + 0.1);
 }
 
 // apply_per_op with hints (column_run::hints): runs of mixed point ops,

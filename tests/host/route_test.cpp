@@ -237,6 +237,7 @@ TEST(RouteSorted, DescentSpansMatchTheReference) {
                                             : descend_span<64>(layout.view(), k);
       ASSERT_EQ(span.ordinal, o) << "key " << k;
       ASSERT_EQ(span.bounded, o + 1 < t.low_keys.size()) << "key " << k;
+      ASSERT_EQ(span.low, o == 0 ? min_key : t.low_keys[o]) << "key " << k;
       if (span.bounded) {
         ASSERT_EQ(span.next_low, t.low_keys[o + 1]) << "key " << k;
       }

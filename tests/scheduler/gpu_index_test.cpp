@@ -228,6 +228,36 @@ TEST(GpuIndex, MemoryBudgetHoldsAndAnswersLikeTheModel) {
   EXPECT_LE(s.gpu_bytes, c.max_gpu_bytes);
 }
 
+// A budget that holds compact leaf guides beside routes of 2^20 keys, but
+// not full ones beside routes of 2^22: the GPU keeps compact guides, most
+// gets are answered at their hints, and every answer is the model's through
+// writes and splits that leave guides stale.
+TEST(GpuIndex, TightBudgetKeepsCompactLeafGuides) {
+  TANDEM_REQUIRE_GPU();
+  config c = gpu_config();
+  c.max_gpu_bytes = std::size_t{120} << 20;
+  tandem::index idx(c);
+  idx.set_gpu_share(1.0);
+  test::index_model model;
+  test::key_source keys(key_pattern::uniform, 3'000'000, 61);
+  model.load(idx, keys.pairs(2'000'000));
+  for (int round = 0; round < 12; ++round) {
+    batch gets;  // sparse over the leaves: hints are asked for
+    for (std::size_t i = 0; i < 20'000; ++i) gets.get(keys());
+    ASSERT_EQ(model.check(gets, idx.execute(gets), "gets " + std::to_string(round)), 0u);
+    const batch mixed = test::random_batch(keys, 20'000);
+    ASSERT_EQ(model.check(mixed, idx.execute(mixed), "mixed " + std::to_string(round)), 0u);
+  }
+  EXPECT_NO_THROW(idx.verify());
+  const stats s = idx.stats();
+  EXPECT_TRUE(s.guides_compact);
+  EXPECT_FALSE(s.guides_dropped);
+  EXPECT_LE(s.gpu_bytes, c.max_gpu_bytes);
+  EXPECT_GT(s.hinted_ops, 4 * s.stale_hints) << "most gets were answered at their compact hint";
+  EXPECT_GT(s.hinted_ops, 100'000u);
+  EXPECT_EQ(s.gpu_failures, 0u);
+}
+
 TEST(GpuIndex, BatchesOfOneToSixteenMillionEqualTheCpuIndex) {
   TANDEM_REQUIRE_GPU();
   config gc = gpu_config();

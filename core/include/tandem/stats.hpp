@@ -169,6 +169,9 @@ struct stats {
   std::size_t gpu_route_keys = 0;
   /// Leaf guides left off the GPU to keep within max_gpu_bytes (no hints).
   bool guides_dropped = false;
+  /// The GPU keeps compact leaf guides (56 bytes a leaf, not 304) to keep
+  /// within max_gpu_bytes: a few keys a leaf get no hint.
+  bool guides_compact = false;
   std::size_t threads = 0;           ///< worker threads of the arena
 
   std::string device;                ///< where routing runs, e.g. "cpu (no GPU: ...)"

@@ -287,15 +287,17 @@ struct leaf_span {
   std::uint32_t ordinal;
   bool bounded;       ///< false for the last leaf
   key_type next_low;  ///< low_keys[ordinal + 1] when bounded
+  key_type low;       ///< the largest separator <= key: low_keys[ordinal] (0 for leaf 0)
 };
 
 /// @brief Descends from the root to the leaf that owns `key`, keeping the
-///        smallest separator above `key` met on the way: the next leaf's
-///        low key (a walk over sorted keys descends once per leaf).
+///        separators around `key` met on the way: the leaf's own low key
+///        and the next leaf's (a walk over sorted keys descends once per
+///        leaf; compact leaf guides place their bounds between the two).
 template <int F>
 TANDEM_HD inline leaf_span descend_span(const inner_layout_view& v, key_type key) {
   std::uint32_t x = 0;
-  leaf_span s{0, false, max_key};
+  leaf_span s{0, false, max_key, min_key};
   for (int level = 0; level < v.height; ++level) {
     const key_type* keys = v.key_region + static_cast<std::size_t>(x) * F;
     const std::uint32_t first = v.child_prefix[x];
@@ -305,6 +307,7 @@ TANDEM_HD inline leaf_span descend_span(const inner_layout_view& v, key_type key
       s.bounded = true;
       s.next_low = keys[rank];
     }
+    if (rank > 0) s.low = keys[rank - 1];
     x = first + rank;
   }
   s.ordinal = x - v.node_count;

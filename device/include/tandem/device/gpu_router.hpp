@@ -334,6 +334,11 @@ class gpu_router {
   ///        memory works; pinned is faster. Waits (for a route in flight too).
   /// @throws tandem::cuda_error when a CUDA call fails: no guides are kept
   void upload_guides(const leaf_guide* guides, std::size_t count);
+  /// @brief As upload_guides, with compact guides (56 bytes a leaf): a
+  ///        route's hint kernel descends again for each key's fences, and
+  ///        a key at a place its guide cannot tell gets `unsure_hint`.
+  ///        Either kind replaces the other.
+  void upload_compact_guides(const compact_guide* guides, std::size_t count);
   /// @return leaf guides held (0: routes give no hints).
   [[nodiscard]] std::size_t guide_count() const;
 

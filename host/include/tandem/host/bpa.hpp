@@ -36,8 +36,9 @@
 /// `iterate`, `map`, `count`) may run concurrently with each other. One-key
 /// ops beside other threads' writes go through shared_leaf.hpp.
 ///
-/// The longer members' bodies are in detail/bpa.inl; the runs `apply` takes,
-/// and `put_entry`, in point_run.hpp.
+/// The longer members' bodies are in detail/bpa.inl (fill_compact_guide in
+/// detail/bpa_compact_guide.inl); the runs `apply` takes, and `put_entry`,
+/// in point_run.hpp.
 ///
 /// Storage, as a pseudo-struct (L = LogSize, B = NumBlocks, S = BlockSize):
 ///
@@ -277,8 +278,9 @@ class basic_bpa {
   /// @brief A lookup's first half from a route's hint (core/leaf_guide.hpp):
   ///        prefetches the hinted window's lines and reads nothing of the
   ///        BPA. @return the guess for `finish_hinted`; block -1 for
-  ///        `no_hint` or a hint outside the blocks.
+  ///        `no_hint` or a hint outside the blocks, -2 for `unsure_hint`.
   [[nodiscard]] slot start_hinted(leaf_hint hint) const noexcept {
+    if (hint == unsure_hint) return {-2, 0};
     const std::size_t b = hint / block_capacity;
     if (b >= num_blocks) return {-1, 0};
     const std::size_t at = hint % block_capacity;
@@ -345,6 +347,13 @@ class basic_bpa {
       g.window = static_cast<std::uint8_t>(lookup_window);
     }
   }
+
+  /// @brief This BPA's blocks as a compact guide (core/leaf_guide.hpp)
+  ///        places them between its leaf's fences `low` and `next_low`
+  ///        (!bounded: the last leaf); a guide that gives no hints for a
+  ///        geometry it cannot hold. Reads each block's smallest and
+  ///        largest key (a whole block where it is not sorted).
+  void fill_compact_guide(compact_guide& g, key_type low, key_type next_low, bool bounded) const noexcept;
 
   /// @brief Starts loading the lines an ordered read from `from` reads
   ///        first: the entries of the block that holds it.
@@ -847,3 +856,4 @@ using bpa = basic_bpa<>;
 }  // namespace tandem::host
 
 #include <tandem/host/detail/bpa.inl>
+#include <tandem/host/detail/bpa_compact_guide.inl>

@@ -258,10 +258,17 @@ struct gpu_router::state {
     return bound > 0 ? std::max(n, std::min(n + n / 4, bound)) : n + n / 4;
   }
   [[nodiscard]] std::size_t grown(std::size_t n) const { return grown(n, key_bound.load()); }
-  // Leaf guides by leaf id (upload_guides, under route_mutex): guide_count
-  // of them hold guides, the rest of the capacity nothing.
+  // Leaf guides by leaf id (upload_guides or upload_compact_guides, under
+  // route_mutex): guide_count of them hold guides of one kind (the other
+  // array is freed), the rest of the capacity nothing.
   detail::device_array<leaf_guide> guides;
+  detail::device_array<compact_guide> compact_guides;
   std::size_t guide_count = 0;
+  bool guides_compact = false;
+  /// Puts `count` guides of `host` into `into` (the other kind's array
+  /// freed), under route_mutex; count 0 frees both.
+  template <class Guide>
+  void replace_guides(detail::device_array<Guide>& into, const Guide* host, std::size_t count, bool compact);
   detail::copy_resources copies;  // gpu_copies.cu; under route_mutex
 
   std::mutex scatter_mutex;

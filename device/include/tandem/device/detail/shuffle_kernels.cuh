@@ -7,6 +7,7 @@
 /// descend_kernels.cuh, these read no `__constant__` memory). Grid-stride
 /// loops over 64-bit indices: n may come close to 2^32.
 
+#include <tandem/core/inner_layout.hpp>
 #include <tandem/core/leaf_guide.hpp>
 #include <tandem/core/types.hpp>
 
@@ -56,6 +57,21 @@ __global__ void hint_kernel(const key_type* __restrict__ keys, const std::uint32
     const std::uint32_t ordinal = ordinals[i];
     const leaf_id id = ordinal < leaf_count ? leaf_ids[ordinal] : no_leaf;
     hints[i] = id < guide_count ? guide_hint(guides[id], keys[i]) : no_hint;
+  }
+}
+
+/// For i < n: the hint of keys[i] from the compact guide of its leaf
+/// (core/leaf_guide.hpp), whose fences a second descent of `v` finds (the
+/// route's descent keeps only the ordinal); no_hint past the guides.
+template <int F>
+__global__ void compact_hint_kernel(const key_type* __restrict__ keys, std::size_t n, inner_layout_view v,
+                                    const leaf_id* __restrict__ leaf_ids, const compact_guide* __restrict__ guides,
+                                    std::size_t guide_count, leaf_hint* __restrict__ hints) {
+  for (std::size_t i = grid_first(); i < n; i += grid_stride()) {
+    const key_type key = keys[i];
+    const leaf_span s = descend_span<F>(v, key);
+    const leaf_id id = s.ordinal < v.leaf_count ? leaf_ids[s.ordinal] : no_leaf;
+    hints[i] = id < guide_count ? compact_hint(guides[id], key, s.low, s.next_low, s.bounded) : no_hint;
   }
 }
 
