@@ -228,7 +228,7 @@ void stream_hinted_gets(const leaf_store& store, const leaf_phase_input& in, std
     const leaf_id id = store.walk_right(p.id, keys[i]);
     const bpa& data = store[id].data;
     data.finish_get(data.start_get(keys[i]), keys[i], out.values + i, out.found + i);
-    t.stale += (out.found[i] | (p.slot.block == -1)) & (p.slot.block != -2);  // -2: unsure, neither
+    t.stale += (out.found[i] | (p.slot.block == -1)) & (p.slot.block != bpa::unsure_block);  // unsure: neither
   };
   auto prefetch_leaf = [&](std::size_t g) {
     if (g < g_end) store[in.leaf_ids[rt.group_ordinal[g]]].prefetch_first_line();
@@ -241,7 +241,7 @@ void stream_hinted_gets(const leaf_store& store, const leaf_phase_input& in, std
     for (std::uint32_t i = gb[g], e = gb[g + 1]; i < e; ++i) {
       if (i - read == get_distance) answer(read++);
       const bpa::slot s = data.start_hinted(hints[i]);
-      if (s.block == -2) data.prefetch_header();  // unsure: looked up from the leaf's header at its answer
+      if (s.block == bpa::unsure_block) data.prefetch_header();  // looked up from the header at its answer
       ring[i % get_ring] = {id, s};
     }
   }

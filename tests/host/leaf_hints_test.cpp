@@ -182,7 +182,7 @@ TYPED_TEST(LeafHintTest, CompactHintsNameTheBlockThatHoldsTheKey) {
         const auto it = model.find(k);
         if (h == unsure_hint) {
           if (it != model.end()) unsure_keys.insert(k);
-          ASSERT_EQ(b->start_hinted(h).block, -2);
+          ASSERT_EQ(b->start_hinted(h).block, B::unsure_block);
           continue;
         }
         ASSERT_LT(h / B::block_capacity, b->block_count()) << "key " << k;

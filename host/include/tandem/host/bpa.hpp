@@ -275,12 +275,15 @@ class basic_bpa {
     *found = t.found();
   }
 
+  /// start_hinted's block for `unsure_hint`: the key is looked up from the leaf.
+  static constexpr int unsure_block = -2;
   /// @brief A lookup's first half from a route's hint (core/leaf_guide.hpp):
   ///        prefetches the hinted window's lines and reads nothing of the
   ///        BPA. @return the guess for `finish_hinted`; block -1 for
-  ///        `no_hint` or a hint outside the blocks, -2 for `unsure_hint`.
+  ///        `no_hint` or a hint outside the blocks, `unsure_block` for
+  ///        `unsure_hint`.
   [[nodiscard]] slot start_hinted(leaf_hint hint) const noexcept {
-    if (hint == unsure_hint) return {-2, 0};
+    if (hint == unsure_hint) return {unsure_block, 0};
     const std::size_t b = hint / block_capacity;
     if (b >= num_blocks) return {-1, 0};
     const std::size_t at = hint % block_capacity;

@@ -531,8 +531,8 @@ std::size_t basic_bpa<LogSize, NumBlocks, BlockSize>::apply_per_op(const Run& ru
       if (!s.found()) s = find_in_log(key);
       const bool adds = !s.found() && (kind == op_kind::put || kind == op_kind::insert);
       if (adds && size_ == capacity) return c + i;
-      // (!hinted: a hint missing; an unsure hint, block -2, counts as neither)
-      if (run.hinted()) run.count_hints(hinted && !stale && guesses[i].block != -2, !hinted || stale);
+      // (!hinted: a hint missing; an unsure hint counts as neither)
+      if (run.hinted()) run.count_hints(hinted && !stale && guesses[i].block != unsure_block, !hinted || stale);
       // The key's value slot, for the answer and a put (a key not found has
       // slot {-1, -1}: its index clamped, the log's first value's).
       value_type* const value = value_at({s.block, std::max(s.index, 0)});
