@@ -101,7 +101,7 @@ void index::impl::publish_stats(const prepared* p, bool failed, std::uint64_t sp
   stats_.gpu_budget_bytes = cfg_.max_gpu_bytes;
   stats_.gpu_route_keys = route_keys_.load();
   stats_.guides_dropped = guides_dropped_.load();
-  stats_.guides_compact = cfg_.gpu_leaf_hints && !guides_dropped_.load() && guide_kind_.load() == guide_kind::compact;
+  stats_.guides_compact = guide_kind_.load() == guide_kind::compact;  // chosen only with hints on, never dropped
   stats_.threads = threads_;
   if (over_budget_.load()) {
     stats_.device = "cpu (config.max_gpu_bytes = " + std::to_string(cfg_.max_gpu_bytes) +

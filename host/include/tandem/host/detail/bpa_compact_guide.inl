@@ -54,7 +54,6 @@ void basic_bpa<LogSize, NumBlocks, BlockSize>::fill_compact_guide(compact_guide&
       set_compact_bound(g, b, places[b]);
       if (!any_below || below < places[b]) g.exact |= std::uint32_t{1} << b;
     }
-    for (std::size_t b = std::max<std::size_t>(count, 1); b < guide_blocks; ++b) set_compact_bound(g, b, compact_places - 1);
     g.block_count = static_cast<std::uint8_t>(count);
     g.mean_size = static_cast<std::uint8_t>(count == 0 ? 0 : (held + count / 2) / count);
     g.block_capacity = static_cast<std::uint8_t>(block_capacity);
